@@ -7,6 +7,7 @@ request kinds (see :mod:`unsure.engine.requests`); backends are Hugging Face
 checkpointed chunks, so a killed job resumes where it stopped.
 """
 
+from unsure.engine.load import Engine, Unsupported, load_engine
 from unsure.engine.requests import (
     ChoiceProbs,
     ChoiceRequest,
@@ -21,6 +22,9 @@ __all__ = [
     "ChoiceRequest",
     "ContinuationRequest",
     "ContinuationScores",
+    "Engine",
+    "Unsupported",
     "WordSamples",
     "WordSamplingRequest",
+    "load_engine",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from unsure.engine.requests import (
     WordSamples,
     WordSamplingRequest,
 )
-from unsure.engine.words import first_word
+from unsure.engine.words import first_word, probabilities_from_replies
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,7 @@ class HFEngine:
         token_budget: int = 16_384,
         max_batch_size: int = 64,
         add_special_tokens: bool = True,
+        adapter: str | None = None,
     ) -> None:
         want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = resolve_dtype(dtype, want)
@@ -129,6 +131,10 @@ class HFEngine:
         if want.type == "cuda" and gpus > 1:
             kwargs["device_map"] = "auto"  # accelerate spreads the layers over the GPUs
         self.model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
+        if adapter is not None:  # a peft (LoRA) adapter, merged so scoring runs at base-model speed
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, adapter).merge_and_unload()
         if "device_map" not in kwargs:
             self.model.to(want)
         self.model.eval()
@@ -140,6 +146,7 @@ class HFEngine:
         self.counters = Counters()
         self._lm_head = self.model.get_output_embeddings()
         self._softcap = getattr(self.model.config, "final_logit_softcapping", None)
+        self._head: str | None = None
         self._prefix_id = self.tokenizer.bos_token_id
         if self._prefix_id is None:
             self._prefix_id = self.tokenizer.eos_token_id
@@ -175,7 +182,9 @@ class HFEngine:
         return [self._prefix_id]
 
     def _tokens(self, text: str, special: bool | None = None) -> list[int]:
-        add = self.add_special_tokens if special is None else special
+        if special is None:  # chat-templated text carries its own special tokens
+            special = self.add_special_tokens and not self._is_templated(text)
+        add = special
         ids: list[int] = self.tokenizer(text, add_special_tokens=add)["input_ids"]
         return ids
 
@@ -208,6 +217,10 @@ class HFEngine:
         messages.append({"role": "user", "content": user})
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return str(text) + prefill
+
+    def tokens_processed(self) -> int:
+        """Tokens run through the model so far (for throughput summaries)."""
+        return self.counters.tokens
 
     # ------------------------------------------------------------------ requests
 
@@ -289,6 +302,11 @@ class HFEngine:
                 texts[j] += self.tokenizer.convert_ids_to_tokens(best)
         return [float(f"0.{t}") for t in texts]
 
+    def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
+        """The free-form variant: a greedy reply (e.g. to a chat prompt), parsed for a
+        probability; NaN where the reply states none."""
+        return probabilities_from_replies(self.generate(prompts, max_new_tokens=max_new_tokens), self.model_id)
+
     def sample_words(self, requests: Sequence[WordSamplingRequest]) -> list[WordSamples]:
         """First complete words of ancestral samples; the context's cache is reused."""
         return [self._sample_one(req) for req in requests]
@@ -297,7 +315,7 @@ class HFEngine:
         """Greedy free-form replies (chat variants of the numeric question)."""
         replies = []
         for prompt in prompts:
-            ids = torch.tensor([self.encode(prompt, special=False if self._is_templated(prompt) else None)])
+            ids = torch.tensor([self.encode(prompt)])
             with torch.inference_mode():
                 out = self.model.generate(
                     ids.to(self.device),
@@ -309,8 +327,28 @@ class HFEngine:
         return replies
 
     def _is_templated(self, prompt: str) -> bool:
-        bos = self.tokenizer.bos_token
-        return bool(bos) and prompt.startswith(str(bos))
+        """Whether ``prompt`` came out of the chat template, which already holds every
+        special token it needs (adding the BOS again would change the numbers)."""
+        head = self._template_head()
+        return bool(head) and prompt.startswith(head)
+
+    def _template_head(self) -> str:
+        """The text every rendering of the chat template starts with ("" without a template)."""
+        if self._head is None:
+            self._head = ""
+            if self.tokenizer.chat_template is not None:
+                renders = [
+                    str(self.tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True))
+                    for m in (
+                        [{"role": "user", "content": "\x00"}],
+                        [{"role": "system", "content": "\x01"}, {"role": "user", "content": "\x00"}],
+                    )
+                ]
+                self._head = os.path.commonprefix([r.split("\x00")[0].split("\x01")[0] for r in renders])  # noqa: RUF071
+            bos = self.tokenizer.bos_token
+            if not self._head and bos and self.tokenizer.chat_template is not None:
+                self._head = str(bos)
+        return self._head
 
     # ------------------------------------------------------------------ sampling
 

@@ -1,4 +1,4 @@
-"""Where the first word of generated text ends, whatever the tokenizer.
+"""Reading generated text: where its first word ends, and what probability it states.
 
 Boundaries are found on decoded text, not on token pieces, so byte-level BPE
 (``Ġ``), SentencePiece (``▁``) and WordPiece (``##``) tokenizers all give the
@@ -7,7 +7,12 @@ same answer for the same text.
 
 from __future__ import annotations
 
+import logging
+import math
 import re
+from collections.abc import Sequence
+
+log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*")
 _JOINERS = "'’-"
@@ -33,3 +38,30 @@ def first_word(text: str, *, finished: bool) -> tuple[str | None, bool]:
     if rest[0] in _JOINERS and len(rest) == 1 and not finished:
         return None, False  # "don'" may still become "don't"
     return match.group(), True
+
+
+_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)\s*(%|percent\b)?", re.IGNORECASE)
+
+
+def parse_probability(reply: str) -> float | None:
+    """The first probability stated in a free-form reply, or ``None``.
+
+    ``0.73``, ``.73`` and ``73%`` (or ``73 percent``) all read as 0.73; a bare
+    number above 1 is not a probability and is skipped, as are numbers inside
+    words (``A1``).
+    """
+    for match in _NUMBER.finditer(reply):
+        value = float(match.group(1))
+        if match.group(2):
+            value /= 100
+        if 0.0 <= value <= 1.0:
+            return value
+    return None
+
+
+def probabilities_from_replies(replies: Sequence[str], model_id: str) -> list[float]:
+    """:func:`parse_probability` per reply; NaN (counted in a warning) where none is stated."""
+    values = [parse_probability(r) for r in replies]
+    if failed := sum(v is None for v in values):
+        log.warning("%s: %d of %d replies state no probability (NaN)", model_id, failed, len(values))
+    return [math.nan if v is None else v for v in values]

@@ -1,0 +1,386 @@
+"""The OpenAI-compatible web API backend (OpenAI, vLLM, TGI, llama.cpp servers...).
+
+Chat models (``instruct: true``) go through ``/chat/completions`` with
+``logprobs``/``top_logprobs``; base models through ``/completions`` with
+``logprobs`` (and ``echo`` for log-likelihoods of given text). The official
+``openai`` client does the HTTP work: timeouts, and retries with exponential
+backoff on 408/409/429/5xx (honouring ``Retry-After``).
+
+The API key is read from the environment variable the model entry names and
+handed to the client only; it never appears in this module's logs, errors or
+outputs.
+
+What an API cannot answer is an :class:`~unsure.engine.load.Unsupported`
+error naming the model: chat endpoints return no log-likelihoods of given
+text, and no endpoint lets a chat reply be pre-filled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+
+from unsure.config import Model
+from unsure.engine.load import Unsupported
+from unsure.engine.requests import (
+    ChoiceProbs,
+    ChoiceRequest,
+    ContinuationRequest,
+    ContinuationScores,
+    WordSamples,
+    WordSamplingRequest,
+)
+from unsure.engine.words import first_word, probabilities_from_replies
+
+log = logging.getLogger(__name__)
+
+CHAT_MARK = "\x1eunsure-chat\x1e"
+"""Prefix of a prompt made by :meth:`APIEngine.chat_prompt`: the messages follow as JSON."""
+
+MAX_TOP_LOGPROBS = 20
+"""The most alternatives OpenAI returns per position; an option outside them gets probability 0."""
+
+MAX_N = 128
+"""The most completions OpenAI returns per request; larger ``n`` is split over requests."""
+
+OPTION_PREFIXES = ("", " ", "\n")
+"""Decoded forms of the tokenizers' space markers (see ``hf.SPACE_MARKERS``)."""
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class APIResponseError(RuntimeError):
+    """The API answered, but not with what the request needs (e.g. no log-probabilities)."""
+
+
+class APIEngine:
+    """A model behind an OpenAI-compatible endpoint, answering the engine's requests."""
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        chat: bool = True,
+        max_retries: int = 6,
+        timeout: float = 120.0,
+        concurrency: int = 8,
+        top_logprobs: int = MAX_TOP_LOGPROBS,
+    ) -> None:
+        from openai import OpenAI  # imported here: only API runs need it
+
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise ValueError(
+                f"model {model_id!r}: the API key is read from the environment variable {api_key_env}, "
+                "which is not set (set it in the shell that runs Snakemake; never put keys in the config)"
+            )
+        self.model_id = model_id
+        self.base_url = base_url
+        self.chat = chat
+        self.top_logprobs = min(top_logprobs, MAX_TOP_LOGPROBS)
+        self.concurrency = concurrency
+        self.client = OpenAI(api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout)
+        self._tokens = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, entry: Model, **kwargs: Any) -> APIEngine:
+        """Connect exactly as a ``models:`` entry with ``backend: openai`` says."""
+        if entry.backend != "openai":
+            raise ValueError(f"model {entry.id!r} has backend {entry.backend!r}, not 'openai'")
+        return cls(entry.id, base_url=entry.base_url, api_key_env=entry.api_key_env, chat=entry.instruct, **kwargs)
+
+    def tokens_processed(self) -> int:
+        """Prompt plus completion tokens the API reported so far."""
+        return self._tokens
+
+    # ------------------------------------------------------------------ prompts
+
+    def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
+        """The messages of a chat request, carried in a prompt string."""
+        if not self.chat:
+            raise Unsupported(f"model {self.model_id!r} is a completions model (instruct: false): no chat prompts")
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": user})
+        return CHAT_MARK + json.dumps({"messages": messages, "prefill": prefill})
+
+    def _without_prefill(self, prompt: str) -> str:
+        if not prompt.startswith(CHAT_MARK):
+            return prompt
+        body = json.loads(prompt[len(CHAT_MARK) :])
+        return CHAT_MARK + json.dumps({**body, "prefill": ""})
+
+    def _messages(self, prompt: str, kind: str, *, allow_prefill: bool = False) -> list[dict[str, str]]:
+        if not prompt.startswith(CHAT_MARK):
+            return [{"role": "user", "content": prompt}]
+        body = json.loads(prompt[len(CHAT_MARK) :])
+        if body["prefill"] and not allow_prefill:
+            raise Unsupported(f"model {self.model_id!r}: chat APIs cannot pre-fill the reply ({kind} request)")
+        messages: list[dict[str, str]] = body["messages"]
+        return messages
+
+    # ------------------------------------------------------------------ requests
+
+    def choice_probs(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
+        """Option probabilities from the first reply token's ``top_logprobs``.
+
+        Options are matched to returned tokens under the decoded space-marker
+        forms; as in the HF backend, the form holding the most mass is used.
+        Options longer than one token are scored as continuations (completions
+        models only). When no option is among the returned alternatives the
+        probabilities are NaN (with a warning): the API hides where the mass went.
+        """
+        if any(len(o.split()) != 1 or o != o.strip() for r in requests for o in r.options):
+            if self.chat:
+                raise Unsupported(f"model {self.model_id!r}: a chat API scores single-token options only")
+            return self._choices_as_continuations(requests)
+        return self._map(self._choice_probs_one, requests)
+
+    def _choice_probs_one(self, req: ChoiceRequest) -> ChoiceProbs:
+        top = self._next_token_top(req.prompt, "choice")
+        variants = {p: [top.get(p + o) for o in req.options] for p in OPTION_PREFIXES}
+        mass = {p: sum(x for x in probs if x is not None) for p, probs in variants.items()}
+        best = max(OPTION_PREFIXES, key=lambda p: mass[p])
+        if mass[best] <= 0:
+            log.warning(
+                "%s: none of the options %s among the top %d reply tokens; probabilities are NaN",
+                self.model_id,
+                req.options,
+                self.top_logprobs,
+            )
+            return ChoiceProbs(probs=np.full(len(req.options), np.nan), mass=0.0, prefix=None)
+        probs = np.array([x or 0.0 for x in variants[best]])
+        return ChoiceProbs(probs=probs / probs.sum(), mass=float(probs.sum()), prefix=best)
+
+    def _choices_as_continuations(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
+        scores = self.continuation_scores(
+            [ContinuationRequest(r.prompt, tuple(" " + o for o in r.options)) for r in requests]
+        )
+        out = []
+        for s in scores:
+            p = np.exp(s.logprob)
+            out.append(ChoiceProbs(probs=p / p.sum(), mass=float(p.sum()), prefix=None))
+        return out
+
+    def _next_token_top(self, prompt: str, kind: str) -> dict[str, float]:
+        """Probabilities of the most likely next tokens, by decoded token text."""
+        if self.chat:
+            res = self._call(
+                self.client.chat.completions.create,
+                model=self.model_id,
+                messages=self._messages(prompt, kind),
+                max_tokens=1,
+                temperature=0,
+                logprobs=True,
+                top_logprobs=self.top_logprobs,
+            )
+            content = res.choices[0].logprobs.content if res.choices[0].logprobs else None
+            if not content:
+                raise self._no_logprobs(kind)
+            return {t.token: math.exp(t.logprob) for t in content[0].top_logprobs}
+        res = self._call(
+            self.client.completions.create,
+            model=self.model_id,
+            prompt=prompt,
+            max_tokens=1,
+            temperature=0,
+            logprobs=self.top_logprobs,
+        )
+        lp = res.choices[0].logprobs
+        if lp is None or not lp.top_logprobs or lp.top_logprobs[0] is None:
+            raise self._no_logprobs(kind)
+        return {tok: math.exp(v) for tok, v in lp.top_logprobs[0].items()}
+
+    def continuation_scores(self, requests: Sequence[ContinuationRequest]) -> list[ContinuationScores]:
+        """Log-likelihoods of given continuations from ``/completions`` with ``echo``.
+
+        All continuations of a request go in one API call; the tokens from the
+        end of the context on are summed, and a token is greedy when it is the
+        top alternative at its position.
+        """
+        if self.chat:
+            raise Unsupported(
+                f"model {self.model_id!r}: chat APIs return no log-likelihoods of given text; "
+                "use a completions endpoint (instruct: false) for continuation scores"
+            )
+        return self._map(self._continuations_one, requests)
+
+    def _continuations_one(self, req: ContinuationRequest) -> ContinuationScores:
+        if not req.context:
+            raise ValueError(f"model {self.model_id!r}: continuation scores need a non-empty context")
+        res = self._call(
+            self.client.completions.create,
+            model=self.model_id,
+            prompt=[req.context + c for c in req.continuations],
+            max_tokens=1,
+            temperature=0,
+            logprobs=1,
+            echo=True,
+        )
+        choices = sorted(res.choices, key=lambda c: c.index)
+        logprob, n_tokens, greedy = [], [], []
+        for cont, choice in zip(req.continuations, choices, strict=True):
+            lp = choice.logprobs
+            if lp is None or lp.token_logprobs is None or lp.text_offset is None:
+                raise self._no_logprobs("continuation")
+            end = len(req.context) + len(cont)
+            picked = [i for i, off in enumerate(lp.text_offset) if len(req.context) <= off < end]
+            if not picked or (
+                picked[0] > 0 and lp.text_offset[picked[0] - 1] + len(lp.tokens[picked[0] - 1]) > len(req.context)
+            ):
+                raise APIResponseError(
+                    f"model {self.model_id!r}: the continuation {cont!r} does not start on a token boundary "
+                    f"after the context {req.context[-40:]!r}"
+                )
+            values = [lp.token_logprobs[i] for i in picked]
+            if any(v is None for v in values):
+                raise self._no_logprobs("continuation")
+            tops = [lp.top_logprobs[i] if lp.top_logprobs else None for i in picked]
+            logprob.append(float(sum(values)))
+            n_tokens.append(len(picked))
+            greedy.append(all(t is not None and v >= max(t.values()) - 1e-9 for v, t in zip(values, tops, strict=True)))
+        return ContinuationScores(
+            logprob=np.array(logprob), n_tokens=np.array(n_tokens, dtype=np.int64), greedy=np.array(greedy)
+        )
+
+    def numeric(self, prompts: Sequence[str], *, steps: int = 2) -> list[float]:
+        """folktexts' verbalised probability on completions models (greedy over digit
+        tokens after ``0.``); on chat models, which cannot be pre-filled, the
+        free-form variant (:meth:`numeric_chat`)."""
+        if self.chat:
+            return self.numeric_chat([self._without_prefill(p) for p in prompts])
+        return self._map(lambda p: self._numeric_one(p, steps), prompts)
+
+    def _numeric_one(self, prompt: str, steps: int) -> float:
+        digits = ""
+        for _ in range(steps):
+            top = self._next_token_top(prompt + digits, "numeric")
+            found = [(p, t.strip()) for t, p in top.items() if t.strip().isdecimal()]
+            if not found:
+                log.warning("%s: no digit among the top %d tokens; numeric answer is NaN", self.model_id, len(top))
+                return math.nan
+            digits += max(found)[1]
+        return float(f"0.{digits}")
+
+    def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
+        """The free-form chat variant: a greedy reply, parsed for a probability (NaN when none)."""
+        return probabilities_from_replies(self.generate(prompts, max_new_tokens=max_new_tokens), self.model_id)
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
+        """Greedy (temperature 0) replies."""
+        return self._map(lambda p: self._complete(p, n=1, max_tokens=max_new_tokens, temperature=0.0)[0][0], prompts)
+
+    def sample_words(self, requests: Sequence[WordSamplingRequest]) -> list[WordSamples]:
+        """First complete words of ``n`` sampled replies (the API's ``n``, its ``seed``).
+
+        ``top_k`` is not an OpenAI parameter; it is passed as ``top_k`` in the
+        request body, which vLLM and TGI honour.
+        """
+        return [self._sample_one(r) for r in requests]
+
+    def _sample_one(self, req: WordSamplingRequest) -> WordSamples:
+        if req.n < 1:
+            raise ValueError(f"word sampling needs n >= 1, got {req.n}")
+        sizes = [min(MAX_N, req.n - start) for start in range(0, req.n, MAX_N)]
+        extra: dict[str, Any] = {"top_p": req.top_p} if req.top_p is not None else {}
+        if req.top_k is not None:
+            extra["extra_body"] = {"top_k": req.top_k}
+        chunks = self._map(
+            lambda ij: self._complete(
+                req.context,
+                n=ij[1],
+                max_tokens=req.max_new_tokens,
+                temperature=req.temperature,
+                seed=req.seed + ij[0],
+                **extra,
+            ),
+            list(enumerate(sizes)),
+        )
+        words, rejected = [], 0
+        for chunk in chunks:
+            for text, finished in chunk:
+                word, _ = first_word(text, finished=True) if finished else first_word(text + " ", finished=False)
+                if word is None:
+                    rejected += 1
+                else:
+                    words.append(word)
+        return WordSamples(words=words, rejected=rejected)
+
+    def _complete(
+        self, prompt: str, *, n: int, max_tokens: int, temperature: float, **extra: Any
+    ) -> list[tuple[str, bool]]:
+        """``n`` replies as (text, whether the model stopped by itself)."""
+        if self.chat:
+            res = self._call(
+                self.client.chat.completions.create,
+                model=self.model_id,
+                messages=self._messages(prompt, "generate", allow_prefill=False),
+                n=n,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                **extra,
+            )
+            choices = sorted(res.choices, key=lambda c: c.index)
+            return [(c.message.content or "", c.finish_reason == "stop") for c in choices]
+        res = self._call(
+            self.client.completions.create,
+            model=self.model_id,
+            prompt=prompt,
+            n=n,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            **extra,
+        )
+        return [(c.text, c.finish_reason == "stop") for c in sorted(res.choices, key=lambda c: c.index)]
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _call(self, create: Callable[..., Any], **kwargs: Any) -> Any:
+        import openai
+
+        try:
+            res = create(**kwargs)
+        except openai.AuthenticationError as err:
+            raise PermissionError(
+                f"model {self.model_id!r} at {self.base_url or 'api.openai.com'}: the API rejected the key "
+                f"(HTTP {err.status_code}); check the environment variable that holds it"
+            ) from None
+        except openai.APIStatusError as err:
+            raise APIResponseError(
+                f"model {self.model_id!r} at {self.base_url or 'api.openai.com'}: HTTP {err.status_code} "
+                f"after {self.client.max_retries} retries: {err.message}"
+            ) from None
+        except openai.APIConnectionError as err:
+            raise APIResponseError(
+                f"model {self.model_id!r}: cannot reach {self.base_url or 'api.openai.com'} "
+                f"after {self.client.max_retries} retries ({type(err).__name__})"
+            ) from None
+        usage = getattr(res, "usage", None)
+        if usage is not None:
+            with self._lock:
+                self._tokens += int(usage.total_tokens or 0)
+        return res
+
+    def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``fn`` over ``items`` with up to ``concurrency`` requests in flight, in order."""
+        if len(items) <= 1 or self.concurrency <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(fn, items))
+
+    def _no_logprobs(self, kind: str) -> APIResponseError:
+        return APIResponseError(
+            f"model {self.model_id!r} at {self.base_url or 'api.openai.com'} returned no log-probabilities "
+            f"for a {kind} request: this endpoint or model does not support logprobs/top_logprobs"
+        )
