@@ -10,13 +10,21 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The paper config, unless --configfile names another: that one replaces it
+# (never merged into it), in this process and in every cluster job.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/subgroups.smk"
+include: "workflow/rules/riskscores.smk"
+include: "workflow/rules/nextword.smk"
+include: "workflow/rules/decisionrisk.smk"
+include: "workflow/rules/labelbias.smk"
 
 
 rule all:
@@ -25,3 +33,7 @@ rule all:
         rules.data_all.input,
         rules.models_all.input,
         rules.subgroups_all.input,
+        rules.riskscores_all.input,
+        rules.nextword_all.input,
+        rules.decisionrisk_all.input,
+        rules.labelbias_all.input,

@@ -200,31 +200,303 @@ class Study(Strict):
     seed: Seed = 0
 
 
+ACS_TASKS = ("ACSIncome", "ACSEmployment", "ACSMobility", "ACSTravelTime", "ACSPublicCoverage")
+"""The folktables tasks the riskscores study knows by name."""
+
+Column = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]
+"""An ACS PUMS column name, upper case as in the Census files."""
+
+Filter = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*=(-?[0-9.]+|-?[0-9.]*\.\.-?[0-9.]*)$")]
+"""A population filter: ``COLUMN=value`` or ``COLUMN=low..high`` (inclusive; one side may be empty)."""
+
+
+class RiskTask(Strict):
+    """A custom prediction task: a thresholded target, features, population filters and question texts.
+
+    With ``based_on`` (a folktables task) every unset field is the base task's
+    and ``filters`` are added to the base task's population filters, e.g. income
+    among college graduates in California: ``{based_on: ACSIncome, filters:
+    ["SCHL=21..24", "ST=6"]}``. Without it, ``target``, ``threshold`` and
+    ``features`` are required and the question texts default to ones built
+    from the target's data-dictionary label.
+    """
+
+    based_on: Literal["ACSIncome", "ACSEmployment", "ACSMobility", "ACSTravelTime", "ACSPublicCoverage"] | None = None
+    target: Column | None = None
+    op: Literal[">", ">=", "<", "<=", "==", "!="] | None = None
+    """Label 1 when ``target <op> threshold`` (default ``>``)."""
+    threshold: float | None = None
+    features: tuple[Column, ...] | None = Field(default=None, min_length=1)
+    filters: tuple[Filter, ...] = ()
+    question: str | None = None
+    """The multiple-choice question, e.g. "What is this person's estimated yearly income?"."""
+    positive: str | None = None
+    """The answer option of label 1."""
+    negative: str | None = None
+    """The answer option of label 0."""
+    numeric_question: str | None = None
+    """The verbalised-probability question, e.g. "What is the probability that ...?"."""
+
+    @model_validator(mode="after")
+    def _complete(self) -> RiskTask:
+        if self.based_on is None:
+            missing = [k for k in ("target", "threshold", "features") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"a task without based_on needs {', '.join(missing)}")
+        return self
+
+
+class RiskAnalysis(Strict):
+    """Where an inference-heavy analysis (permutation importance, increasing evidence) runs."""
+
+    tasks: tuple[str, ...] | None = None
+    """Tasks analysed (``null``: every task of the study)."""
+    models: tuple[Name, ...] | None = None
+    """Models analysed (``null``: every model of the study); XGBoost always is."""
+    rows: PositiveInt = 2000
+    """Evaluation rows scored per task (the first ones of the evaluation split)."""
+
+
 class Riskscores(Study):
     """LLMs as risk scores on ACS PUMS tasks (folktexts)."""
 
-    tasks: tuple[str, ...] = ("ACSIncome", "ACSEmployment", "ACSMobility", "ACSTravelTime", "ACSPublicCoverage")
-    prompting: tuple[Literal["multiple_choice", "numeric"], ...] = ("multiple_choice", "numeric")
+    tasks: tuple[str, ...] = ACS_TASKS
+    """folktables task names and names under ``custom_tasks``."""
+    custom_tasks: dict[Name, RiskTask] = Field(default_factory=dict)
+    prompting: tuple[Literal["multiple_choice", "numeric"], ...] = Field(
+        default=("multiple_choice", "numeric"), min_length=1
+    )
+    both_orders: bool = True
+    """Average multiple-choice scores over both option orders (A/B swapped)."""
+    few_shot: Annotated[int, Field(ge=0)] = 0
+    """Solved examples from the training split before each question (balanced labels, order fixed by the seed)."""
+    subgroup_column: Column = "RAC1P"
+    """Column whose groups get their own calibration curves (figure 6)."""
+    threshold_rows: PositiveInt = 200
+    """Labelled training rows scored to fit the accuracy-maximising threshold."""
     n_train: PositiveInt = 1_500_000
     n_eval: PositiveInt = 160_000
+    chunk_rows: PositiveInt = 256
+    """Rows per checkpointed chunk of an inference shard."""
+    importance: RiskAnalysis = RiskAnalysis()
+    evidence: RiskAnalysis = RiskAnalysis()
+
+    @model_validator(mode="after")
+    def _names_resolve(self) -> Riskscores:
+        problems = []
+        overlap = sorted(set(self.custom_tasks) & set(ACS_TASKS))
+        if overlap:
+            problems.append(f"custom_tasks: {', '.join(overlap)} is a folktables task name; choose another name")
+        for i, task in enumerate(self.tasks):
+            if task not in ACS_TASKS and task not in self.custom_tasks:
+                problems.append(f"tasks[{i}]: unknown task {task!r} (folktables tasks or a custom_tasks name)")
+        for key in ("importance", "evidence"):
+            analysis: RiskAnalysis = getattr(self, key)
+            for i, task in enumerate(analysis.tasks or ()):
+                if task not in self.tasks:
+                    problems.append(f"{key}.tasks[{i}]: {task!r} is not one of this study's tasks")
+            for i, model in enumerate(analysis.models or ()):
+                if model not in self.models:
+                    problems.append(f"{key}.models[{i}]: {model!r} is not one of this study's models")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def analysis_models(self, key: Literal["importance", "evidence"]) -> tuple[str, ...]:
+        """The models an analysis runs (its own list, or every model of the study)."""
+        analysis: RiskAnalysis = getattr(self, key)
+        return self.models if analysis.models is None else analysis.models
+
+    def analysis_tasks(self, key: Literal["importance", "evidence"]) -> tuple[str, ...]:
+        """The tasks an analysis runs on (its own list, or every task of the study)."""
+        analysis: RiskAnalysis = getattr(self, key)
+        return self.tasks if analysis.tasks is None else analysis.tasks
+
+
+class NextwordFinetune(Strict):
+    """Appendix F: fine-tune a GPT-2-style model on human responses, k-fold over passages."""
+
+    model: Name | None = None
+    """The model fine-tuned (one of ``studies.nextword.models``; ``null``: no fine-tuning)."""
+    passages: tuple[PositiveInt, PositiveInt] = (1, 40)
+    """First and last passage (``text_id``) of the folds."""
+    folds: Annotated[int, Field(ge=2)] = 4
+    trainable_blocks: PositiveInt = 2
+    """Only the last this many transformer blocks are trained; every other parameter is frozen."""
+    learning_rate: Annotated[float, Field(gt=0)] = 5e-4
+    adam_eps: Annotated[float, Field(gt=0)] = 1e-8
+    batch_size: PositiveInt = 5
+    epochs: PositiveInt = 10
+    seed: Seed = 0
+    n_samples: PositiveInt = 1000
+    """Samples per held-out context from the fine-tuned model and from the model before fine-tuning."""
 
 
 class Nextword(Study):
     """Human vs model next-word distributions on the Provo Corpus."""
 
     n_samples: PositiveInt = 1000
+    """Unbiased samples per context for the models not in ``large_models``."""
+    n_samples_large: PositiveInt = 40
+    large_models: tuple[Name, ...] = ()
+    """Models sampled ``n_samples_large`` times per context (large and API models)."""
     temperatures: tuple[Annotated[float, Field(gt=0)], ...] = (1.0, 0.5)
+    """Sampling temperatures of the non-instruct models (1.0 is unbiased sampling)."""
+    chat_modes: tuple[Literal["single", "list"], ...] = ("single", "list")
+    """Instruct models: one word per call, n calls (``single``) or one call asking for n words (``list``)."""
+    max_new_tokens: PositiveInt = 12
+    passages: tuple[PositiveInt, ...] = ()
+    """Passages (``text_id``) studied; empty: all of them."""
     oracle_splits: PositiveInt = 20
+    ece_bins: PositiveInt = 10
+    sample_files: dict[Name, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
+    """Pre-collected samples (JSON Lines, format in the README) by system name; each is one more system."""
+    biased_models: tuple[Name, ...] = ()
+    """Models whose biased estimator (appendix A) is computed (Hugging Face backend only)."""
+    nucleus: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = (0.7, 0.8, 0.9)
+    nucleus_samples: PositiveInt = 100
+    """Samples per context and nucleus ``p`` added to the biased estimator's support."""
+    token_models: tuple[Name, ...] = ()
+    """Models compared at the token level (appendix D; Hugging Face backend only)."""
+    improvement_ks: tuple[Annotated[int, Field(ge=0, le=100)], ...] = tuple(range(0, 101, 10))
+    improvement_sizes: tuple[PositiveInt, ...] = (10, 20)
+    improvement_seeds: PositiveInt = 10
+    sample_sizes: tuple[PositiveInt, ...] = (10, 20, 40, 100)
+    """Subsample sizes of the sample-size study (appendix C.1); needs ``n_samples`` at least the largest."""
+    sample_size_seeds: PositiveInt = 10
+    pos_tagger: Literal["nltk", "generated"] = "nltk"
+    """``nltk``: NLTK's averaged perceptron + universal tagset (downloaded, or ``nltk_data`` when set);
+    ``generated``: a perceptron trained on the generated corpus with its known tags (demo only)."""
+    nltk_data: str | None = None
+    """A local folder holding NLTK's tagger data (instead of downloading it)."""
+    word_vectors: Literal["word2vec-google-news-300", "generated"] = "word2vec-google-news-300"
+    """Pretrained vectors (downloaded), or a small word2vec trained on the generated corpus (demo)."""
+    word_vectors_path: str | None = None
+    """A local copy of the pretrained vectors (word2vec binary format) instead of downloading them."""
+    corpus_sentences: PositiveInt = 5000
+    """Sentences of generated text the ``generated`` word2vec and tagger are trained on."""
+    meaning_k_max: PositiveInt = 10
+    finetune: NextwordFinetune = NextwordFinetune()
+
+    @model_validator(mode="after")
+    def _models_are_studied(self) -> Nextword:
+        problems = []
+        for key in ("large_models", "biased_models", "token_models"):
+            for i, name in enumerate(getattr(self, key)):
+                if name not in self.models:
+                    problems.append(f"{key}[{i}]: {name!r} is not in studies.nextword.models")
+        if self.finetune.model is not None and self.finetune.model not in self.models:
+            problems.append(f"finetune.model: {self.finetune.model!r} is not in studies.nextword.models")
+        first, last = self.finetune.passages
+        if last - first + 1 < self.finetune.folds:
+            problems.append(f"finetune.passages: {first}..{last} has fewer passages than folds ({self.finetune.folds})")
+        clash = sorted(set(self.sample_files) & set(self.models))
+        if clash:
+            problems.append(f"sample_files: {clash[0]!r} is also a model name; give the file another name")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class LabelbiasFamily(Strict):
+    """Where a model sits in the figures: its family and size (base vs instruct comes from ``instruct``)."""
+
+    family: Annotated[str, Field(min_length=1)]
+    size: Annotated[str, Field(min_length=1)]
+
+
+class LabelbiasLora(Strict):
+    """Few-shot LoRA fine-tuning (peft): one adapter per model, task, k and demonstration set."""
+
+    enabled: bool = True
+    models: tuple[Name, ...] = ()
+    """Models to fine-tune, among the study's (empty: every model of the study)."""
+    shots: tuple[Annotated[int, Field(ge=0)], ...] = (0, 4, 8, 16)
+    """Values of k whose context (definition + demonstrations) is used in training and evaluation."""
+    demonstration_sets: PositiveInt = 3
+    """The first this many demonstration sets of each k (k = 0 has one)."""
+    shards: PositiveInt = 1
+    """Jobs per (model, k, demonstration set); each fine-tunes the tasks that hash to it."""
+    n_train: PositiveInt = 16
+    """Pool examples (none of the context's demonstrations) to train on."""
+    epochs: PositiveInt = 5
+    rank: PositiveInt = 64
+    alpha: PositiveInt = 16
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    learning_rate: Annotated[float, Field(gt=0)] = 2e-4
+    batch_size: PositiveInt = 1
+    gradient_accumulation: PositiveInt = 8
+    weight_decay: Annotated[float, Field(ge=0)] = 0.03
+    max_grad_norm: Annotated[float, Field(gt=0)] = 0.3
+    gradient_checkpointing: bool = False
 
 
 class Labelbias(Study):
     """Label bias of LLM classifiers on SUPER-NATURALINSTRUCTIONS."""
 
-    shots: tuple[Annotated[int, Field(ge=0)], ...] = (0, 2, 4, 8, 16)
+    shots: tuple[Annotated[int, Field(ge=0)], ...] = Field(default=(0, 2, 4, 8, 16), min_length=1)
     demonstration_sets: PositiveInt = 3
+    """Disjoint demonstration sets per k > 0, drawn in order from the pool (k = 0 has one)."""
     n_eval: PositiveInt = 1000
+    """Evaluation instances per task (at most)."""
     n_heldout: PositiveInt = 32
+    """Held-out instances per task for BiasScore."""
     n_pool: PositiveInt = 64
+    """Instances per task for demonstrations and fine-tuning."""
+    min_eval_instances: PositiveInt = 300
+    """Task selection: instances left for evaluation after the held-out and pool draws."""
+    max_labels: Annotated[int, Field(ge=2)] = 49
+    """Task selection: most distinct outputs a classification task may have."""
+    task_info: str | None = None
+    """CSV of SNI task metadata (``Name``, ``Summary``; the study's ``full_task_info.csv``), whose
+    summaries widen the candidate filter; null: names and categories of the task files alone."""
+    content_free_inputs: tuple[str, ...] = Field(default=("N/A", "[MASK]", ""), min_length=1)
+    """Contextual calibration's content-free inputs."""
+    domain_inputs: PositiveInt = 20
+    """Domain-context calibration: random-word inputs per task."""
+    chat_template: bool = False
+    """Send instruct models' prompts through their chat template (the study scores the plain prompt)."""
+    chunk_rows: PositiveInt = 64
+    """Rows per checkpointed chunk of an inference shard."""
+    subgroups_shots: Annotated[int, Field(ge=0)] = 0
+    """k of the per-instance results handed to the subgroups study ..."""
+    subgroups_set: Annotated[int, Field(ge=0)] = 0
+    """... and its demonstration set."""
+    families: dict[Name, LabelbiasFamily] = Field(default_factory=dict)
+    """Family and size of each model, for the figures (default: the model's own name, size ``-``);
+    entries for models the study does not run are ignored."""
+    lora: LabelbiasLora = LabelbiasLora()
+
+    @model_validator(mode="after")
+    def _sizes_fit(self) -> Labelbias:
+        problems = []
+        if self.max_k * self.demonstration_sets > self.n_pool:
+            problems.append(
+                f"n_pool {self.n_pool} cannot hold {self.demonstration_sets} disjoint sets of k = {self.max_k}"
+            )
+        if self.subgroups_shots not in self.shots:
+            problems.append(f"subgroups_shots {self.subgroups_shots} is not one of shots {list(self.shots)}")
+        if self.subgroups_set >= self.sets_of(self.subgroups_shots):
+            problems.append(f"subgroups_set {self.subgroups_set} does not exist for k = {self.subgroups_shots}")
+        if self.lora.enabled:
+            for k in self.lora.shots:
+                if k not in self.shots:
+                    problems.append(f"lora.shots: k = {k} is not one of shots {list(self.shots)}")
+                elif k + self.lora.n_train > self.n_pool:
+                    problems.append(f"lora: n_pool {self.n_pool} cannot hold k = {k} plus n_train {self.lora.n_train}")
+            if self.lora.demonstration_sets > self.demonstration_sets:
+                problems.append("lora.demonstration_sets exceeds demonstration_sets")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def max_k(self) -> int:
+        return max(self.shots)
+
+    def sets_of(self, k: int) -> int:
+        """Demonstration sets of ``k`` shots (one for k = 0: there is nothing to vary)."""
+        return 1 if k == 0 else self.demonstration_sets
 
 
 class Subgroups(Study):
@@ -280,9 +552,47 @@ class Subgroups(Study):
 class Decisionrisk(Study):
     """Deciding when to answer: risk injection, decision rules, composite risk."""
 
+    class Finetune(Strict):
+        """Fine-tuning of the multiple-choice encoder on each benchmark's training split."""
+
+        epochs: PositiveInt = 3
+        learning_rate: Annotated[float, Field(gt=0, lt=1)] = 1e-5
+        batch_size: PositiveInt = 16
+        max_length: Annotated[int, Field(ge=8)] = 128
+        """Tokens of one (prompt, choice) pair; longer pairs are cut."""
+        warmup: Annotated[float, Field(ge=0, lt=1)] = 0.1
+        """Share of the optimisation steps with a linearly rising learning rate."""
+
+    class Forest(Strict):
+        """The random forests of the Calibrator and DwD rules (scikit-learn)."""
+
+        trees: PositiveInt = 200
+        max_depth: PositiveInt | None = None
+        min_samples_leaf: PositiveInt = 5
+
     encoder: Name | None = None
     """The multiple-choice encoder fine-tuned per benchmark (a ``kind: encoder`` model)."""
-    injections: tuple[Literal["NQ", "WQ", "NRA"], ...] = ("NQ", "WQ", "NRA")
+    injections: tuple[Literal["NQ", "WQ", "NRA"], ...] = Field(default=("NQ", "WQ", "NRA"), min_length=2)
+    """Risk injection functions; out-of-domain accuracy needs at least two."""
+    benchmarks: tuple[Benchmark, ...] = Field(default=("anli", "hellaswag", "piqa", "siqa"), min_length=1)
+    n_train: PositiveInt = 1_000_000
+    """Original training instances per benchmark (all when the split is smaller), seeded draw."""
+    n_val: PositiveInt = 1_000_000
+    """Original validation instances per benchmark (all when the split is smaller), seeded draw."""
+    embedder: Annotated[str, Field(min_length=1)] = "sentence-transformers/nq-distilbert-base-v1"
+    """Sentence-transformers model (hub id or local path) of DwD's prompt-choice similarities."""
+    finetune: Finetune = Finetune()
+    forest: Forest = Forest()
+    normalize_loglik: bool = True
+    """Generative confidences: softmax of per-token mean (true) or summed (false) log-likelihoods."""
+    verbal_max_new_tokens: PositiveInt = 48
+    """Reply length of the chat models' confidence-per-choice prompt."""
+    levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field(default=(0.90, 0.95, 0.99), min_length=1)
+    """Confidence levels of the significance marks against the Random rule."""
+    rrr_level: Annotated[float, Field(gt=0, lt=1)] = 0.95
+    """Confidence level of the relative risk ratio's interval."""
+    chunk_rows: PositiveInt = 256
+    """Rows per checkpointed chunk of a generative inference shard."""
 
 
 class Studies(Strict):

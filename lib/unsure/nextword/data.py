@@ -246,16 +246,21 @@ def _position_id(value: Any, key: str, where: str) -> int:
     return number
 
 
-def read_samples(path: str | os.PathLike[str]) -> pd.DataFrame:
+def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None) -> pd.DataFrame:
     """Read a pre-collected samples file (JSON Lines, see the module docstring) into a counts table.
 
     Returns ``text_id, word_num, word, count`` with normalised words, one row
-    per (position, word), sorted.
+    per (position, word), sorted. With ``known`` (a table with ``text_id,
+    word_num``: the positions studied), a record of a studied passage at a
+    position that passage does not have is an error; records of passages not
+    studied are skipped.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
         ValueError: naming the file and line of the first malformed record.
     """
+    known_positions = None if known is None else set(zip(known["text_id"], known["word_num"], strict=True))
+    known_passages = None if known is None else set(known["text_id"])
     path = Path(path)
     tids: list[int] = []
     nums: list[int] = []
@@ -285,6 +290,11 @@ def read_samples(path: str | os.PathLike[str]) -> pd.DataFrame:
                     f"{where}: position (text_id={pos[0]}, word_num={pos[1]}) already given on line {seen[pos]}"
                 )
             seen[pos] = line_no
+            if known_passages is not None and known_positions is not None:
+                if pos[0] not in known_passages:
+                    continue
+                if pos not in known_positions:
+                    raise ValueError(f"{where}: position (text_id={pos[0]}, word_num={pos[1]}) is not in the norms")
             has_samples, has_counts = "samples" in record, "counts" in record
             if has_samples == has_counts:
                 raise ValueError(
@@ -341,3 +351,39 @@ def write_samples(path: str | os.PathLike[str], counts: pd.DataFrame) -> None:
         }
         lines.append(json.dumps(record, ensure_ascii=False, sort_keys=True))
     write_text(path, "".join(line + "\n" for line in lines))
+
+
+REFERENCE_FAILURE = "Failed to generate word"
+"""What the reference code stored when a sample had no complete word (a rejected sample)."""
+
+
+def convert_reference_generations(
+    files: list[str | os.PathLike[str]] | list[Path], out: str | os.PathLike[str], *, field: str = "ancestral_samples"
+) -> int:
+    """Convert the reference code's generation files into one pre-collected samples file; return its records.
+
+    Ilia & Aziz's ``Paragraphs-<a>-<b>.json`` files map text id -> word number
+    -> an entry whose ``field`` (``ancestral_samples``, or e.g. ``greedy``) is
+    a list of ``{"pred": word, "count": n}``. Each position becomes one
+    ``counts`` record; the reference's failure marker
+    (:data:`REFERENCE_FAILURE`) is a rejected sample and is left out.
+
+    Raises:
+        ValueError: naming the file and position of an entry without ``field``.
+    """
+    lines = []
+    for file in files:
+        data = json.loads(Path(file).read_text(encoding="utf-8"))
+        for tid, words in data.items():
+            for num, entry in words.items():
+                if field not in entry:
+                    raise ValueError(f"{file}: position (text_id={tid}, word_num={num}) has no {field!r}")
+                samples = entry[field]
+                counts: dict[str, int] = {}
+                for s in samples if isinstance(samples, list) else [samples]:
+                    if s["pred"] != REFERENCE_FAILURE:
+                        counts[s["pred"]] = counts.get(s["pred"], 0) + int(s.get("count", 1))
+                record = {"text_id": int(tid), "word_num": int(num), "counts": counts}
+                lines.append(json.dumps(record, ensure_ascii=False, sort_keys=True))
+    write_text(out, "".join(line + "\n" for line in lines))
+    return len(lines)

@@ -29,7 +29,8 @@ from __future__ import annotations
 import functools
 import os
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -140,19 +141,74 @@ class _ContextTagger:
         return tag
 
 
-def pos_tag_next(context: str, words: Iterable[str]) -> list[str]:
+@dataclass(frozen=True)
+class Tagger:
+    """A perceptron POS tagger and the map from its tags to the universal tagset."""
+
+    perceptron: Any
+    universal: Callable[[str], str]
+    source: str
+
+
+def nltk_tagger() -> Tagger:
+    """NLTK's pretrained averaged perceptron (Penn tags, mapped with ``tagset="universal"``), from ``NLTK_DATA``."""
+    return Tagger(_tagger(), _universal, "nltk averaged_perceptron_tagger_eng + universal_tagset")
+
+
+def _lexicon_tag(tokens: list[str], i: int) -> str:
+    """The generator's universal tag of ``tokens[i]``, its two ambiguous forms resolved by their neighbours."""
+    from unsure.generate import text
+
+    word = tokens[i].lower()
+    tags = text.POS_TAGS.get(word)
+    if tags is None:
+        raise ValueError(f"generated corpus: {tokens[i]!r} is not in the generator's lexicon")
+    if len(tags) == 1:
+        return next(iter(tags))
+    after = text.POS_TAGS.get(tokens[i + 1].lower(), frozenset()) if i + 1 < len(tokens) else frozenset()
+    before = tokens[i - 1].lower() if i else ""
+    if word == "to":
+        return "PRT" if "VERB" in after and "NOUN" not in after else "ADP"
+    return "VERB" if before in ("to", "not", "will") or "DET" in after or "PRON" in after else "ADJ"
+
+
+def train_tagger(n_sentences: int, *, seed: int = 0, iterations: int = 5) -> Tagger:
+    """A perceptron tagger trained on generated sentences tagged with the generator's known universal tags.
+
+    For the demo, which may not download NLTK's pretrained tagger: its tags
+    are universal already. Deterministic for a seed (NLTK shuffles with
+    Python's ``random``, seeded here).
+    """
+    import random
+
+    from nltk.tag.perceptron import PerceptronTagger
+
+    from unsure.generate import text
+
+    tagged = []
+    for sentence in text.sentences(n_sentences, seed=seed):
+        tokens = tokenize(sentence)
+        tagged.append([(tok, _lexicon_tag(tokens, i)) for i, tok in enumerate(tokens)])
+    random.seed(seed)
+    perceptron = PerceptronTagger(load=False)
+    perceptron.train(tagged, nr_iter=iterations)
+    return Tagger(perceptron, str, f"perceptron trained on {n_sentences} generated sentences (generator's tags)")
+
+
+def pos_tag_next(context: str, words: Iterable[str], tagger: Tagger | None = None) -> list[str]:
     """Universal POS tag of each word when it follows ``context`` (one tagging of the context for all)."""
-    tagged = _ContextTagger(_tagger(), context)
-    return [_universal(tagged.tag_next(w)) for w in words]
+    tagger = tagger or nltk_tagger()
+    tagged = _ContextTagger(tagger.perceptron, context)
+    return [tagger.universal(tagged.tag_next(w)) for w in words]
 
 
-def last_word_pos(contexts: Iterable[str]) -> list[str]:
+def last_word_pos(contexts: Iterable[str], tagger: Tagger | None = None) -> list[str]:
     """Universal POS tag of the last token of each context (``"."`` after a sentence end; START if empty)."""
-    tagger = _tagger()
+    tagger = tagger or nltk_tagger()
     out = []
     for context in contexts:
         tokens = tokenize(context)
-        out.append(_universal(tagger.tag(tokens)[-1][1]) if tokens else CONTEXT_START)
+        out.append(tagger.universal(tagger.perceptron.tag(tokens)[-1][1]) if tokens else CONTEXT_START)
     return out
 
 
@@ -165,7 +221,7 @@ def _words_by_position(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return words.astype({"text_id": np.int64, "word_num": np.int64}).sort_values(ROW_KEY, ignore_index=True)
 
 
-def pos_groups(tables: Sequence[pd.DataFrame], positions: pd.DataFrame) -> pd.DataFrame:
+def pos_groups(tables: Sequence[pd.DataFrame], positions: pd.DataFrame, tagger: Tagger | None = None) -> pd.DataFrame:
     """Universal POS tag of every word of ``tables`` in its context: ``text_id, word_num, word, group``.
 
     ``positions`` is the positions table (it supplies ``context``).
@@ -181,7 +237,7 @@ def pos_groups(tables: Sequence[pd.DataFrame], positions: pd.DataFrame) -> pd.Da
     for (tid, num), g in words.groupby(KEY, sort=False):
         if (tid, num) not in contexts:
             raise ValueError(f"positions table: no context for position {fmt_position(tid, num)}")
-        groups.extend(pos_tag_next(contexts[(tid, num)], g["word"]))
+        groups.extend(pos_tag_next(contexts[(tid, num)], g["word"], tagger))
     return words.assign(group=groups)
 
 
@@ -207,9 +263,11 @@ def group_distribution(table: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFram
     return out.rename(columns={"group": "word"})
 
 
-def pos_tvd(p: pd.DataFrame, q: pd.DataFrame, positions: pd.DataFrame, *, missing: str = "raise") -> pd.Series:
+def pos_tvd(
+    p: pd.DataFrame, q: pd.DataFrame, positions: pd.DataFrame, *, missing: str = "raise", tagger: Tagger | None = None
+) -> pd.Series:
     """TVD between the universal-POS distributions of ``p`` and ``q`` at every position."""
-    groups = pos_groups([p, q], positions)
+    groups = pos_groups([p, q], positions, tagger)
     return tvd(group_distribution(p, groups), group_distribution(q, groups), missing=missing).rename("pos_tvd")
 
 

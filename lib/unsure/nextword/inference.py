@@ -1,0 +1,387 @@
+"""The model side of the study: what is asked of the engine, and how its answers become distributions.
+
+Every function here takes an engine (:func:`unsure.engine.load_engine`) and
+rows of the positions table, and returns plain data frames; the sharded,
+resumable running is :func:`unsure.engine.shards.run_shard`'s job.
+
+* :func:`sample_scorer`: unbiased (or tempered) ancestral samples, the first
+  complete word of each; samples with no complete word are rejected and
+  counted.
+* :func:`chat_scorer`: instruct models, in the study's two prompting modes:
+  ``single`` (one word per call, ``n`` calls) and ``list`` (one call asking
+  for ``n`` words).
+* :func:`biased_scorer` (appendix A): the biased estimator. Its support is
+  every word seen in unbiased samples, nucleus samples (p = 0.7, 0.8, 0.9),
+  the greedy word, the corpus word and the human responses; each word's
+  probability is its joint log-probability as a continuation of the context,
+  renormalised over the support.
+* :func:`token_scorer` (appendix D): the model's full-softmax next-token
+  probabilities of the first tokens of the human responses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from unsure.engine import ContinuationRequest, WordSamplingRequest
+from unsure.engine.load import Engine
+from unsure.nextword._tables import KEY, ROW_KEY, require
+from unsure.nextword.words import normalize_word
+
+Scorer = Callable[[pd.DataFrame], pd.DataFrame]
+
+CHAT_SINGLE = (
+    "Here is the beginning of a text:\n\n{context}\n\n"
+    "Which word comes next? Answer with exactly one word and nothing else."
+)
+"""Prompt of the ``single`` chat mode: one word per call."""
+CHAT_LIST = (
+    "Here is the beginning of a text:\n\n{context}\n\n"
+    "Give {n} guesses of the word that comes next, as a comma-separated list of single words "
+    "(repeat a word as often as you find it likely). Answer with the list only."
+)
+"""Prompt of the ``list`` chat mode: one call asking for ``n`` words."""
+
+
+def position_rows(positions: pd.DataFrame, passages: Sequence[int] = ()) -> pd.DataFrame:
+    """The rows to score: ``row_id, text_id, word_num, context`` (only ``passages`` when given).
+
+    ``row_id`` is ``"<text_id>-<word_num>"``, stable whatever else is in the
+    table, so a position's shard and its sampling seed never change.
+
+    Raises:
+        ValueError: if a requested passage is not in the positions table.
+    """
+    require(positions, [*KEY, "context"], "positions table")
+    if passages:
+        have = set(positions["text_id"].astype(int))
+        missing = sorted(set(passages) - have)
+        if missing:
+            raise ValueError(f"studies.nextword.passages: passage(s) {missing} not in the norms (have {sorted(have)})")
+        positions = positions[positions["text_id"].isin(list(passages))]
+    rows = positions[[*KEY, "context"]].reset_index(drop=True)
+    rows.insert(0, "row_id", [f"{int(t)}-{int(n)}" for t, n in zip(rows["text_id"], rows["word_num"], strict=True)])
+    return rows
+
+
+def position_seed(seed: int, row_id: str) -> int:
+    """A sampling seed of one position: a function of the config seed and the row id only."""
+    return zlib.crc32(f"{seed}:{row_id}".encode()) & 0x7FFFFFFF
+
+
+def _sample_frame(chunk: pd.DataFrame, words: list[list[str]], rejected: list[int]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "row_id": chunk["row_id"].to_numpy(),
+            "text_id": chunk["text_id"].to_numpy(dtype=np.int64),
+            "word_num": chunk["word_num"].to_numpy(dtype=np.int64),
+            "words": [json.dumps(w, ensure_ascii=False) for w in words],
+            "rejected": np.asarray(rejected, dtype=np.int64),
+        }
+    )
+
+
+def sample_scorer(
+    engine: Engine,
+    *,
+    n: int,
+    temperature: float = 1.0,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    seed: int = 0,
+    max_new_tokens: int = 12,
+) -> Scorer:
+    """Scorer of ``n`` ancestral samples per context: ``row_id, text_id, word_num, words, rejected``.
+
+    ``words`` is the JSON list of the first complete words (raw, as
+    generated); ``rejected`` counts samples in which no complete word
+    appeared within ``max_new_tokens``.
+    """
+
+    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+        requests = [
+            WordSamplingRequest(
+                context=str(c),
+                n=n,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                seed=position_seed(seed, str(r)),
+                max_new_tokens=max_new_tokens,
+            )
+            for r, c in zip(chunk["row_id"], chunk["context"], strict=True)
+        ]
+        out = engine.sample_words(requests)
+        return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
+
+    return score
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])?\s*")
+
+
+def parse_word_list(reply: str, n: int) -> list[str]:
+    """The words of a ``list``-mode reply: items split on commas, semicolons and new lines.
+
+    Numbering and bullets are removed; an item that is not a single word after
+    normalisation (empty, or several words) is dropped; at most ``n`` are kept.
+    """
+    words = []
+    for item in re.split(r"[,;\n]", reply):
+        word = normalize_word(_LIST_ITEM.sub("", item))
+        if word and " " not in word:
+            words.append(word)
+    return words[:n]
+
+
+def chat_scorer(
+    engine: Engine,
+    *,
+    mode: Literal["single", "list"],
+    n: int,
+    seed: int = 0,
+    max_new_tokens: int = 12,
+) -> Scorer:
+    """Scorer of an instruct model in one of the study's two prompting modes (same columns as :func:`sample_scorer`).
+
+    ``single``: the reply to :data:`CHAT_SINGLE` is sampled ``n`` times
+    (temperature 1) and its first word kept. ``list``: one greedy reply to
+    :data:`CHAT_LIST`, parsed by :func:`parse_word_list`; the words missing
+    from the ``n`` asked for count as rejected.
+    """
+    if mode not in ("single", "list"):
+        raise ValueError(f"studies.nextword.chat_modes: unknown mode {mode!r} (single or list)")
+
+    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+        contexts = [str(c) for c in chunk["context"]]
+        if mode == "single":
+            requests = [
+                WordSamplingRequest(
+                    context=engine.chat_prompt(CHAT_SINGLE.format(context=c)),
+                    n=n,
+                    seed=position_seed(seed, str(r)),
+                    max_new_tokens=max_new_tokens,
+                )
+                for r, c in zip(chunk["row_id"], contexts, strict=True)
+            ]
+            out = engine.sample_words(requests)
+            return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
+        prompts = [engine.chat_prompt(CHAT_LIST.format(context=c, n=n)) for c in contexts]
+        replies = engine.generate(prompts, max_new_tokens=4 * n + 16)
+        words = [parse_word_list(r, n) for r in replies]
+        return _sample_frame(chunk, words, [n - len(w) for w in words])
+
+    return score
+
+
+def sample_counts(shards: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Merge sampled shards into a counts table (normalised words) and totals of samples and rejections."""
+    frame = pd.concat(list(shards), ignore_index=True)
+    require(frame, [*KEY, "words", "rejected"], "samples")
+    rows = [
+        (t, n, w)
+        for t, n, ws in zip(frame["text_id"], frame["word_num"], frame["words"], strict=True)
+        for w in json.loads(ws)
+    ]
+    long = pd.DataFrame(rows, columns=ROW_KEY)
+    long["word"] = long["word"].map(normalize_word)
+    unusable = int((long["word"] == "").sum())
+    long = long[long["word"] != ""]
+    counts = long.groupby(ROW_KEY, sort=True).size().rename("count").reset_index()
+    counts["word"] = counts["word"].astype(object)
+    counts["count"] = counts["count"].astype(np.int64)
+    stats = {
+        "positions": len(frame),
+        "samples": len(long),
+        "rejected": int(frame["rejected"].sum()) + unusable,
+        "positions_without_samples": int(len(frame) - counts[KEY].drop_duplicates().shape[0]),
+    }
+    return counts, stats
+
+
+# ----------------------------------------------------------------------------- biased estimator
+
+
+def biased_support(
+    chunk: pd.DataFrame, samples: pd.DataFrame, human: pd.DataFrame, corpus: pd.DataFrame, extra: pd.DataFrame
+) -> dict[tuple[int, int], list[str]]:
+    """Support of the biased estimator per position: sampled, extra (nucleus, greedy), corpus and human words."""
+    keys = {(int(t), int(n)) for t, n in zip(chunk["text_id"], chunk["word_num"], strict=True)}
+    support: dict[tuple[int, int], set[str]] = {k: set() for k in keys}
+    for table in (samples, human, corpus, extra):
+        for t, n, w in zip(table["text_id"], table["word_num"], table["word"], strict=True):
+            key = (int(t), int(n))
+            if key in support and w:
+                support[key].add(str(w))
+    return {k: sorted(v) for k, v in support.items()}
+
+
+def biased_scorer(
+    engine: Engine,
+    *,
+    samples: pd.DataFrame,
+    human: pd.DataFrame,
+    corpus: pd.DataFrame,
+    nucleus: Sequence[float],
+    nucleus_samples: int,
+    seed: int = 0,
+    max_new_tokens: int = 12,
+) -> Scorer:
+    """Scorer of the biased estimator (appendix A): per position, its support and the words' log-probabilities.
+
+    Columns ``row_id, text_id, word_num, words, logprobs`` (JSON lists):
+    ``logprobs`` are the joint log-probabilities of the words' tokens after the
+    context (each word with its leading space). :func:`biased_table`
+    renormalises them over the support.
+    """
+
+    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+        keys = [(int(t), int(n)) for t, n in zip(chunk["text_id"], chunk["word_num"], strict=True)]
+        extra_rows: list[tuple[int, int, str]] = []
+        settings: list[tuple[float | None, int | None, int]] = [(p, None, nucleus_samples) for p in nucleus]
+        settings.append((None, 1, 1))  # the greedy word
+        for i, (top_p, top_k, n) in enumerate(settings):
+            requests = [
+                WordSamplingRequest(
+                    str(c),
+                    n,
+                    top_p=top_p,
+                    top_k=top_k,
+                    seed=position_seed(seed + 1 + i, str(r)),
+                    max_new_tokens=max_new_tokens,
+                )
+                for r, c in zip(chunk["row_id"], chunk["context"], strict=True)
+            ]
+            for key, out in zip(keys, engine.sample_words(requests), strict=True):
+                extra_rows += [(*key, normalize_word(w)) for w in out.words]
+        extra = pd.DataFrame(extra_rows, columns=ROW_KEY)
+        support = biased_support(chunk, samples, human, corpus, extra)
+        scoring = [
+            ContinuationRequest(str(c), tuple(" " + w for w in support[k]))
+            for k, c in zip(keys, chunk["context"], strict=True)
+        ]
+        scores = engine.continuation_scores(scoring)
+        return pd.DataFrame(
+            {
+                "row_id": chunk["row_id"].to_numpy(),
+                "text_id": chunk["text_id"].to_numpy(dtype=np.int64),
+                "word_num": chunk["word_num"].to_numpy(dtype=np.int64),
+                "words": [json.dumps(support[k], ensure_ascii=False) for k in keys],
+                "logprobs": [json.dumps([float(x) for x in s.logprob]) for s in scores],
+            }
+        )
+
+    return score
+
+
+def biased_table(shards: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The biased estimator's probability table (``text_id, word_num, word, logprob, prob``) from scored shards.
+
+    ``prob`` is ``exp(logprob)`` renormalised over the position's support.
+    """
+    frame = pd.concat(list(shards), ignore_index=True)
+    require(frame, [*KEY, "words", "logprobs"], "biased estimator scores")
+    parts = []
+    for t, n, words, lps in zip(frame["text_id"], frame["word_num"], frame["words"], frame["logprobs"], strict=True):
+        lp = np.asarray(json.loads(lps), dtype=np.float64)
+        z = np.exp(lp - lp.max())
+        parts.append(
+            pd.DataFrame(
+                {"text_id": int(t), "word_num": int(n), "word": json.loads(words), "logprob": lp, "prob": z / z.sum()}
+            )
+        )
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(ROW_KEY, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- token level
+
+
+def token_scorer(engine: Any, human: pd.DataFrame) -> Scorer:
+    """Scorer of the token level (appendix D), for a Hugging Face engine.
+
+    For every human word at a position, its first token after the context
+    (the word with its leading space, split as running text); the model's
+    full-softmax log-probability of each such token. Returns one row per
+    position: ``row_id, text_id, word_num, tokens`` (JSON: word -> token id)
+    and ``logprobs`` (JSON: token id -> log-probability).
+    """
+    from unsure.engine.hf import Packed
+
+    by_position = {key: list(g["word"]) for key, g in human.groupby(KEY, sort=False)}
+
+    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+        items = []
+        token_maps = []
+        for t, n, c in zip(chunk["text_id"], chunk["word_num"], chunk["context"], strict=True):
+            words = by_position.get((int(t), int(n)), [])
+            if not words:
+                raise ValueError(f"token level: no human responses at position (text_id={t}, word_num={n})")
+            firsts = {}
+            context_ids: list[int] = []
+            for w in words:
+                context_ids, cont = engine.split_pair(str(c), " " + w)
+                firsts[w] = int(cont[0])
+            token_maps.append(firsts)
+            items.append(Packed(context_ids, read_ids=sorted(set(firsts.values()))))
+        results = engine.run_packed(items)
+        return pd.DataFrame(
+            {
+                "row_id": chunk["row_id"].to_numpy(),
+                "text_id": chunk["text_id"].to_numpy(dtype=np.int64),
+                "word_num": chunk["word_num"].to_numpy(dtype=np.int64),
+                "tokens": [json.dumps(m, ensure_ascii=False) for m in token_maps],
+                "logprobs": [
+                    json.dumps({str(i): float(lp) for i, lp in zip(item.read_ids, r.read_logprobs, strict=True)})
+                    for item, r in zip(items, results, strict=True)
+                ],
+            }
+        )
+
+    return score
+
+
+OTHER_TOKENS = "<other>"
+"""Pseudo-token holding the model's probability mass outside the human responses' first tokens."""
+
+
+def token_distributions(scored: pd.DataFrame, counts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Human first-token counts and the model's token probability table, for :func:`unsure.nextword.metrics.tvd`.
+
+    ``counts`` is a counts table of words (the human responses, or one half of
+    an oracle split): each word's count goes to its first token. The model's
+    table holds the probabilities of those tokens plus :data:`OTHER_TOKENS`
+    with the rest of its mass, so the TVD over it is exact although only the
+    human tokens were read.
+    """
+    require(scored, [*KEY, "tokens", "logprobs"], "token-level scores")
+    human_rows = []
+    model_rows = []
+    maps = {}
+    for t, n, tokens, lps in zip(
+        scored["text_id"], scored["word_num"], scored["tokens"], scored["logprobs"], strict=True
+    ):
+        key = (int(t), int(n))
+        maps[key] = json.loads(tokens)
+        probs = {k: float(np.exp(v)) for k, v in json.loads(lps).items()}
+        for tok, p in probs.items():
+            model_rows.append((*key, tok, p))
+        model_rows.append((*key, OTHER_TOKENS, max(0.0, 1.0 - sum(probs.values()))))
+    for t, n, w, c in zip(counts["text_id"], counts["word_num"], counts["word"], counts["count"], strict=True):
+        key = (int(t), int(n))
+        if key in maps:
+            if w not in maps[key]:
+                raise ValueError(f"token level: word {w!r} at position {key} has no first token")
+            human_rows.append((*key, str(maps[key][w]), int(c)))
+    human_tokens = pd.DataFrame(human_rows, columns=[*KEY, "word", "count"])
+    human_tokens = human_tokens.groupby([*KEY, "word"], sort=True, as_index=False)["count"].sum()
+    model = pd.DataFrame(model_rows, columns=[*KEY, "word", "prob"])
+    model["prob"] = model["prob"] / model.groupby(KEY)["prob"].transform("sum")
+    return human_tokens, model

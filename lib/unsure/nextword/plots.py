@@ -1,0 +1,179 @@
+"""The study's figures (seaborn), each from plain data frames; :func:`write_figures` draws them all."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from unsure.nextword.study import ORACLE, top_words_frame
+from unsure.report import save_figure
+
+
+def _empty(ax: Axes, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, wrap=True)
+    ax.set_axis_off()
+
+
+def fig1_top_words(
+    human: pd.DataFrame, model: pd.DataFrame, positions: pd.DataFrame, picks: Sequence[tuple[int, int]], name: str
+) -> Figure:
+    """Human vs model: the 15 most probable words at two contexts."""
+    fig, axes = plt.subplots(1, len(picks), figsize=(6 * len(picks), 5), squeeze=False)
+    contexts = positions.set_index(["text_id", "word_num"])["context"]
+    for ax, pick in zip(axes[0], picks, strict=True):
+        frame = top_words_frame({"human": human, name: model}, pick)
+        order = frame.groupby("word")["prob"].max().sort_values(ascending=False).index[:15]
+        frame = frame[frame["word"].isin(order)]
+        sns.barplot(frame, y="word", x="prob", hue="system", order=list(order), ax=ax, orient="h")
+        context = str(contexts.get(pick, ""))
+        ax.set_title(("… " + context[-60:] if len(context) > 60 else context) + " ___", fontsize=9)
+        ax.set_xlabel("probability")
+    fig.suptitle("Top-15 next words: humans vs model")
+    fig.tight_layout()
+    return fig
+
+
+def fig2_tvd_kde(tvds: pd.DataFrame, systems: Sequence[str]) -> Figure:
+    """KDE of per-position TVD to the target half: every system and the oracle."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    frame = tvds[tvds["system"].isin([*systems, ORACLE])]
+    sns.kdeplot(frame, x="tvd_target", hue="system", common_norm=False, clip=(0, 1), ax=ax, warn_singular=False)
+    ax.set_xlabel("TVD to the target half of the responses")
+    ax.set_xlim(0, 1)
+    ax.set_title("Per-position TVD: models vs the human oracle")
+    fig.tight_layout()
+    return fig
+
+
+def fig3_ard(ard: pd.DataFrame) -> Figure:
+    """ARD coefficients with 95 % credible intervals."""
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(ard) + 1.5))
+    frame = ard.iloc[::-1].reset_index(drop=True)
+    ax.errorbar(
+        frame["coef"],
+        range(len(frame)),
+        xerr=[frame["coef"] - frame["lower"], frame["upper"] - frame["coef"]],
+        fmt="o",
+        capsize=3,
+    )
+    ax.set_yticks(range(len(frame)), frame["feature"])
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlabel("coefficient (TVD per standard deviation / vs the reference POS)")
+    ax.set_title("What makes a context hard (ARD regression)")
+    fig.tight_layout()
+    return fig
+
+
+def fig4_groups(groups: pd.DataFrame) -> Figure:
+    """Histograms of TVD at the POS and meaning levels, model vs oracle."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, level in zip(axes, ("POS", "meaning"), strict=True):
+        frame = groups[groups["level"] == level]
+        sns.histplot(
+            frame,
+            x="tvd",
+            hue="system",
+            bins=20,
+            binrange=(0, 1),
+            stat="probability",
+            common_norm=False,
+            element="step",
+            ax=ax,
+        )
+        ax.set_title(f"{level} level")
+        ax.set_xlabel("TVD to the target half")
+    fig.tight_layout()
+    return fig
+
+
+def app_predictors(hardness: pd.DataFrame) -> Figure:
+    """Model-vs-oracle TVD against each numeric predictor of the ARD regression."""
+    numeric = ["human_entropy", "model_entropy", "tvd_oracle_oracle", "context_length"]
+    fig, axes = plt.subplots(1, len(numeric), figsize=(4 * len(numeric), 3.6), sharey=True)
+    for ax, col in zip(axes, numeric, strict=True):
+        sns.regplot(
+            hardness, x=col, y="tvd_model_oracle", ax=ax, scatter_kws={"s": 6, "alpha": 0.4}, line_kws={"color": "C1"}
+        )
+    axes[0].set_ylabel("TVD model vs target half")
+    fig.tight_layout()
+    return fig
+
+
+def app_sample_size(study: pd.DataFrame) -> Figure:
+    """MSE of per-position TVD from n samples against the full estimate (appendix C.1)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    sns.pointplot(study, x="n", y="mse", errorbar="sd", ax=ax)
+    ax.set_xlabel("samples per context")
+    ax.set_ylabel("MSE of TVD vs all samples")
+    ax.set_title("How many samples are enough")
+    fig.tight_layout()
+    return fig
+
+
+def app_tokens(tokens: pd.DataFrame) -> Figure:
+    """Token level: per-position TVD of each model and of the oracle (appendix D)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if tokens.empty:
+        _empty(ax, "no token_models configured")
+        return fig
+    long = pd.concat(
+        [
+            tokens[["model", "tvd_model"]].rename(columns={"tvd_model": "tvd"}),
+            tokens[["model", "tvd_oracle"]]
+            .assign(model=tokens["model"] + " oracle")
+            .rename(columns={"tvd_oracle": "tvd"}),
+        ]
+    )
+    sns.kdeplot(long, x="tvd", hue="model", common_norm=False, clip=(0, 1), ax=ax, warn_singular=False)
+    ax.set_xlabel("TVD over first tokens")
+    ax.set_title("Token level")
+    fig.tight_layout()
+    return fig
+
+
+def app_improvement(summary: pd.DataFrame) -> Figure:
+    """Expected TVD after replacing k % of the model's distributions by oracle estimates (appendix E)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    sns.lineplot(summary, x="k", y="expected_tvd_mixed", hue="oracle_size", errorbar="sd", ax=axes[0], marker="o")
+    for _, g in summary.groupby("oracle_size"):
+        axes[0].axhline(g["expected_tvd_oracle"].mean(), ls="--", lw=0.8, color="grey")
+    axes[0].set_ylabel("expected TVD")
+    axes[0].set_xlabel("% of contexts replaced by oracle estimates")
+    sns.lineplot(summary, x="k", y="wasserstein", hue="oracle_size", errorbar="sd", ax=axes[1], marker="o")
+    axes[1].set_ylabel("Wasserstein distance to the oracle's TVDs")
+    axes[1].set_xlabel("% of contexts replaced")
+    fig.tight_layout()
+    return fig
+
+
+def app_finetune(losses: pd.DataFrame, fold_tvds: pd.DataFrame) -> Figure:
+    """Loss curves per fold and held-out TVD before and after fine-tuning (appendix F)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    if losses.empty:
+        _empty(axes[0], "no fine-tuning configured")
+        _empty(axes[1], "no fine-tuning configured")
+        return fig
+    sns.lineplot(losses, x="epoch", y="loss", hue="fold", style="split", ax=axes[0], marker="o")
+    axes[0].set_title("Loss (weighted cross-entropy to the human responses)")
+    sns.barplot(fold_tvds, x="fold", y="tvd", hue="system", ax=axes[1], errorbar=("ci", 95))
+    axes[1].set_ylabel("expected TVD to the target half")
+    axes[1].set_title("Held-out fold")
+    fig.tight_layout()
+    return fig
+
+
+def write_figures(figures: Mapping[str, Figure], out: str | os.PathLike[str]) -> None:
+    """Save every figure as PNG and PDF under ``out`` and close it."""
+    for name, fig in figures.items():
+        save_figure(fig, Path(out) / name)
+        plt.close(fig)

@@ -1,0 +1,179 @@
+"""Calibration and discrimination metrics of risk scores (plain functions of arrays).
+
+ECE follows the paper (and folktexts, which uses ``netcal``): scores are binned
+into 10 bins on [0, 1] (equal-width, or at score quantiles), and
+``ECE = sum_m |B_m|/n * |mean_{B_m}(y) - mean_{B_m}(s)|``. Bins are half-open
+``[a, b)`` with the last one closed, and scores are clipped to
+``[eps, 1 - eps]``, exactly as ``netcal`` does, so the two agree to rounding
+even for scores that sit on a bin edge (verbalised ``0.30``).
+
+The confidence bias is ``R_bias = sum_m |B_m|/n * (Conf(B_m) - Acc(B_m))``
+with ``Conf`` the mean score of the likelier class, ``max(s, 1 - s)``, and
+``Acc`` the accuracy of predicting the likelier class: positive means
+over-confident. Its weights sum to one, so it equals the mean confidence
+minus the accuracy at threshold 0.5 whatever the bins.
+
+The fitted threshold maximises accuracy on a small labelled sample: the
+candidates are the midpoints between consecutive distinct sample scores
+(and 0 and 1); among ties the one closest to 0.5 wins.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import expit, logit
+from sklearn.metrics import accuracy_score, brier_score_loss, roc_auc_score
+
+Floats = npt.NDArray[np.float64]
+Strategy = Literal["uniform", "quantile"]
+
+
+def _check(y: npt.ArrayLike, s: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], Floats]:
+    yy = np.asarray(y, dtype=np.int64)
+    ss = np.asarray(s, dtype=np.float64)
+    if yy.shape != ss.shape or yy.ndim != 1:
+        raise ValueError(f"labels and scores must be 1-D of the same length, got {yy.shape} and {ss.shape}")
+    if not np.isin(yy, (0, 1)).all():
+        raise ValueError("labels must be 0 or 1")
+    if not np.isfinite(ss).all() or (ss < 0).any() or (ss > 1).any():
+        raise ValueError("scores must be finite numbers in [0, 1]")
+    return yy, ss
+
+
+def bin_edges(s: Floats, n_bins: int, strategy: Strategy) -> Floats:
+    """Bin edges on [0, 1]: equal width, or at the scores' quantiles (ends pinned to 0 and 1)."""
+    grid = np.linspace(0.0, 1.0, n_bins + 1)
+    if strategy == "uniform":
+        return grid
+    if strategy == "quantile":
+        edges = np.quantile(s, grid)
+        edges[0], edges[-1] = 0.0, 1.0
+        return np.asarray(edges, dtype=np.float64)
+    raise ValueError(f"unknown binning strategy {strategy!r} (uniform or quantile)")
+
+
+def bin_index(s: Floats, edges: Floats) -> npt.NDArray[np.int64]:
+    """Bin of each score: ``[a, b)`` bins, the last one closed."""
+    idx = np.searchsorted(edges, s, side="right") - 1
+    return np.clip(idx, 0, len(edges) - 2).astype(np.int64)
+
+
+def _binned(
+    y: npt.ArrayLike, s: npt.ArrayLike, n_bins: int, strategy: Strategy
+) -> tuple[npt.NDArray[np.int64], Floats, npt.NDArray[np.int64]]:
+    yy, ss = _check(y, s)
+    eps = np.finfo(np.float64).eps
+    ss = np.clip(ss, eps, 1 - eps)
+    idx = bin_index(ss, bin_edges(ss, n_bins, strategy))
+    return yy, ss, idx
+
+
+def ece(y: npt.ArrayLike, s: npt.ArrayLike, *, n_bins: int = 10, strategy: Strategy = "uniform") -> float:
+    """Expected calibration error of risk scores ``s`` for labels ``y``."""
+    yy, ss, idx = _binned(y, s, n_bins, strategy)
+    n = np.bincount(idx, minlength=n_bins)
+    gap = np.abs(np.bincount(idx, yy, n_bins) - np.bincount(idx, ss, n_bins))
+    return float(gap.sum() / n.sum())
+
+
+def confidence_bias(y: npt.ArrayLike, s: npt.ArrayLike, *, n_bins: int = 10) -> float:
+    """``R_bias``: mass-weighted mean over score bins of confidence minus accuracy."""
+    yy, ss, idx = _binned(y, s, n_bins, "uniform")
+    conf = np.maximum(ss, 1 - ss)
+    correct = ((ss >= 0.5).astype(np.int64) == yy).astype(np.float64)
+    n = np.bincount(idx, minlength=n_bins)
+    diff = np.bincount(idx, conf, n_bins) - np.bincount(idx, correct, n_bins)
+    return float(diff.sum() / n.sum())
+
+
+def fit_threshold(y: npt.ArrayLike, s: npt.ArrayLike) -> float:
+    """The accuracy-maximising threshold on a labelled sample (ties: closest to 0.5)."""
+    yy, ss = _check(y, s)
+    u = np.unique(ss)
+    candidates = np.unique(np.concatenate([[0.0, 1.0 + 1e-12], (u[1:] + u[:-1]) / 2]))
+    acc = np.array([np.mean((ss >= t) == yy) for t in candidates])
+    best = candidates[acc == acc.max()]
+    return float(min(best[np.argmin(np.abs(best - 0.5))], 1.0))
+
+
+def calibration_points(
+    y: npt.ArrayLike, s: npt.ArrayLike, *, n_bins: int = 10, strategy: Strategy = "uniform"
+) -> dict[str, Floats]:
+    """Per non-empty bin: mean score, positive rate and size (a reliability curve)."""
+    yy, ss, idx = _binned(y, s, n_bins, strategy)
+    n = np.bincount(idx, minlength=n_bins)
+    keep = n > 0
+    return {
+        "score": np.bincount(idx, ss, n_bins)[keep] / n[keep],
+        "positive_rate": np.bincount(idx, yy, n_bins)[keep] / n[keep],
+        "n": n[keep].astype(np.float64),
+    }
+
+
+def evaluate(y: npt.ArrayLike, s: npt.ArrayLike, *, threshold: float = 0.5, n_bins: int = 10) -> dict[str, float]:
+    """Every metric of the study for one set of scores.
+
+    ``threshold`` is the fitted one (``accuracy_fitted``); ``accuracy`` always
+    uses 0.5. AUC is NaN when only one class is present.
+    """
+    yy, ss = _check(y, s)
+    both = len(np.unique(yy)) == 2
+    return {
+        "n": float(len(yy)),
+        "ece": ece(yy, ss, n_bins=n_bins),
+        "ece_quantile": ece(yy, ss, n_bins=n_bins, strategy="quantile"),
+        "brier": float(brier_score_loss(yy, ss, pos_label=1)),
+        "auc": float(roc_auc_score(yy, ss)) if both else float("nan"),
+        "accuracy": float(accuracy_score(yy, ss >= 0.5)),
+        "threshold": float(threshold),
+        "accuracy_fitted": float(accuracy_score(yy, ss >= threshold)),
+        "r_bias": confidence_bias(yy, ss, n_bins=n_bins),
+        "score_mean": float(ss.mean()),
+        "score_std": float(ss.std()),
+        "positive_rate": float(yy.mean()),
+    }
+
+
+def subgroup_gap(
+    y: npt.ArrayLike, s: npt.ArrayLike, groups: npt.ArrayLike, *, grid: Floats | None = None, min_rows: int = 20
+) -> dict[str, float]:
+    """Mean score of each group minus the largest group's, at equal true probability.
+
+    Each group's calibration map ``P(y = 1 | s)`` is fitted as a logistic
+    regression on ``logit(s)`` (Platt) and inverted on a grid of true
+    probabilities (0.1 .. 0.9): the gap is the mean, over the grid, of the
+    score the group needs to reach that probability minus the reference
+    group's. Groups with fewer than ``min_rows`` rows or one class are skipped.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    yy, ss = _check(y, s)
+    g = np.asarray(groups).astype(str)
+    grid = np.linspace(0.1, 0.9, 9) if grid is None else grid
+    eps = 1e-4
+    x = logit(np.clip(ss, eps, 1 - eps))
+
+    def inverse(mask: npt.NDArray[np.bool_]) -> Floats | None:
+        if mask.sum() < min_rows or len(np.unique(yy[mask])) < 2:
+            return None
+        fit = LogisticRegression(C=1e6).fit(x[mask, None], yy[mask])
+        a, b = float(fit.intercept_[0]), float(fit.coef_[0, 0])
+        if abs(b) < 1e-9:
+            return None
+        out: Floats = expit((logit(grid) - a) / b)
+        return out
+
+    names, counts = np.unique(g, return_counts=True)
+    ref = names[np.argmax(counts)]
+    ref_curve = inverse(g == ref)
+    gaps: dict[str, float] = {}
+    if ref_curve is None:
+        return gaps
+    for name in names:
+        curve = inverse(g == name)
+        if curve is not None:
+            gaps[str(name)] = float(np.mean(curve - ref_curve))
+    return gaps

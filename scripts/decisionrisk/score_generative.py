@@ -1,0 +1,31 @@
+"""One shard of a generative model's confidences on every benchmark's validation instances."""
+
+import pandas as pd
+
+from unsure.config import Model
+from unsure.decisionrisk.infer import PROMPT_VERSION, generative_scorer
+from unsure.engine import load_engine
+from unsure.engine.shards import run_shard
+from unsure.logs import logged
+
+with logged(snakemake.log[0]):
+    p, wc = snakemake.params, snakemake.wildcards
+    entry = Model.model_validate(p.entry)
+    rows = pd.concat([pd.read_parquet(f) for f in snakemake.input.instances], ignore_index=True)
+    rows = rows[rows["split"] == "val"]
+    engine = load_engine(entry)
+    run_shard(
+        rows,
+        generative_scorer(engine, instruct=entry.instruct, normalize=p.normalize, max_new_tokens=p.max_new_tokens),
+        snakemake.output[0],
+        shard=int(wc.shard),
+        n_shards=int(wc.n_shards),
+        chunk_rows=p.chunk_rows,
+        fingerprint={
+            "model": p.entry,
+            "normalize": p.normalize,
+            "max_new_tokens": p.max_new_tokens,
+            "prompt_version": PROMPT_VERSION,
+        },
+        tokens=engine.tokens_processed,
+    )

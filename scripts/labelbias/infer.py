@@ -1,0 +1,35 @@
+"""Score one shard of the items under every k / demonstration-set context with one model."""
+
+import pandas as pd
+
+from unsure.config import Model
+from unsure.engine import load_engine
+from unsure.engine.shards import run_shard
+from unsure.labelbias.prompts import pools
+from unsure.labelbias.scoring import ItemScorer, chat_wrapper, plain, task_prompting
+from unsure.logs import logged
+
+with logged(snakemake.log[0]):
+    p = snakemake.params
+    entry = Model.model_validate(p.entry)
+    tasks = pd.read_parquet(snakemake.input.tasks)
+    items = pd.read_parquet(snakemake.input.score_items)
+    engine = load_engine(entry)
+    chat = p.chat and entry.instruct
+    scorer = ItemScorer(
+        engine,
+        task_prompting(tasks, pools(pd.read_parquet(snakemake.input.instances))),
+        shots=p.shots,
+        sets=p.sets,
+        wrap=chat_wrapper(engine) if chat else plain,
+    )
+    run_shard(
+        items,
+        scorer,
+        snakemake.output[0],
+        shard=int(snakemake.wildcards.lb_shard),
+        n_shards=p.shards,
+        chunk_rows=p.chunk_rows,
+        fingerprint={"model": p.entry, "shots": list(p.shots), "sets": p.sets, "chat": chat},
+        tokens=engine.tokens_processed,
+    )

@@ -1,0 +1,36 @@
+"""Fine-tune LoRA adapters for the tasks of one part under one (k, set) context, and score with them."""
+
+import pandas as pd
+
+from unsure.config import Model
+from unsure.engine.lora import LoraSettings
+from unsure.engine.shards import shard_of
+from unsure.io import write_parquet
+from unsure.labelbias.finetune import finetune_and_score
+from unsure.labelbias.prompts import pools
+from unsure.labelbias.scoring import task_prompting
+from unsure.logs import logged
+
+with logged(snakemake.log[0]) as log:
+    p, wc = snakemake.params, snakemake.wildcards
+    entry = Model.model_validate(p.entry)
+    tasks = pd.read_parquet(snakemake.input.tasks)
+    prompting = task_prompting(tasks, pools(pd.read_parquet(snakemake.input.instances)))
+    names = pd.Series(sorted(prompting))
+    mine = names[shard_of(names, p.parts) == int(wc.lb_part)]
+    settings = LoraSettings(
+        **{key: p.lora[key] for key in LoraSettings.__dataclass_fields__ if key in p.lora}, seed=p.seed
+    )
+    log.info("fine-tuning %d of %d tasks (part %s of %d)", len(mine), len(names), wc.lb_part, p.parts)
+    scores = finetune_and_score(
+        entry,
+        {name: prompting[name] for name in mine},
+        pd.read_parquet(snakemake.input.score_items),
+        k=int(wc.lb_k),
+        s=int(wc.lb_set),
+        n_train=p.lora["n_train"],
+        settings=settings,
+        adapters=snakemake.output.adapters,
+        chat=p.chat and entry.instruct,
+    )
+    write_parquet(snakemake.output.scores, scores)

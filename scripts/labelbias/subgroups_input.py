@@ -1,0 +1,16 @@
+"""The per-instance results the subgroups study reads (unsure.subgroups.schema)."""
+
+import pandas as pd
+
+from unsure.io import write_parquet
+from unsure.labelbias.evaluate import subgroups_instances
+from unsure.logs import logged
+from unsure.subgroups.schema import validate_instances
+
+with logged(snakemake.log[0]) as log:
+    p = snakemake.params
+    probs = pd.concat([pd.read_parquet(f) for f in snakemake.input.methods], ignore_index=True)
+    frame = subgroups_instances(probs, pd.read_parquet(snakemake.input.score_items), k=p.k, s=p.set)
+    out = snakemake.output[0]
+    write_parquet(out, validate_instances(frame, "labelbias", out))
+    log.info("%d rows for %d models", len(frame), frame["model"].nunique())

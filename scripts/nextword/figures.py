@@ -1,0 +1,33 @@
+"""Draw figures 1-4 and the appendix figures (PNG and PDF)."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from unsure.logs import logged
+from unsure.nextword import plots
+from unsure.nextword.data import read_samples
+from unsure.nextword.distributions import restrict
+from unsure.nextword.study import fold_tvds, pick_example_positions
+
+with logged(snakemake.log[0]):
+    i, p = snakemake.input, snakemake.params
+    human, positions, splits = (pd.read_parquet(x) for x in (i.human, i.positions, i.splits))
+    model = read_samples(i.model, known=human)
+    losses = pd.concat([pd.read_parquet(x) for x in i.losses], ignore_index=True) if i.losses else pd.DataFrame()
+    folds = [
+        fold_tvds({"base": read_samples(b), "fine-tuned": read_samples(t)}, human, splits, fold=k)
+        for k, (b, t) in enumerate(zip(i.base, i.tuned, strict=True))
+    ]
+    figures = {
+        "fig1": plots.fig1_top_words(human, model, positions, pick_example_positions(restrict(human, model)), p.system),
+        "fig2": plots.fig2_tvd_kde(pd.read_parquet(i.tvd), p.systems),
+        "fig3": plots.fig3_ard(pd.read_parquet(i.ard)),
+        "fig4": plots.fig4_groups(pd.read_parquet(i.groups)),
+        "appB_predictors": plots.app_predictors(pd.read_parquet(i.hardness)),
+        "appC_sample_size": plots.app_sample_size(pd.read_parquet(i.sample_size)),
+        "appD_tokens": plots.app_tokens(pd.read_parquet(i.tokens)),
+        "appE_improvement": plots.app_improvement(pd.read_parquet(i.improvement)),
+        "appF_finetune": plots.app_finetune(losses, pd.concat(folds, ignore_index=True) if folds else pd.DataFrame()),
+    }
+    plots.write_figures(figures, Path(snakemake.output[0]).parent)

@@ -1,0 +1,53 @@
+"""Write tables 1-4 (CSV, Markdown, LaTeX): headline metrics, biased estimator, ARD coefficients, token level."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from unsure.io import write_parquet
+from unsure.logs import logged
+from unsure.nextword.data import read_samples
+from unsure.nextword.inference import biased_table
+from unsure.nextword.study import table1, table2, table3, table4, token_level_tvds
+from unsure.report import write_table
+
+with logged(snakemake.log[0]) as log:
+    i, p = snakemake.input, snakemake.params
+    out = Path(snakemake.output[0]).parent
+    human, corpus, splits = (pd.read_parquet(x) for x in (i.human, i.corpus, i.splits))
+    write_table(
+        table1(pd.read_parquet(i.metrics), p.systems),
+        out / "table1",
+        caption="ECE against three targets and expected TVD, per system (mean over oracle splits)",
+    )
+    n_shards = len(i.biased) // max(1, len(p.biased_models))
+    frames = [
+        table2(
+            read_samples(i.samples[k], known=human),
+            biased_table([pd.read_parquet(x) for x in i.biased[k * n_shards : (k + 1) * n_shards]]),
+            human,
+            corpus,
+            splits,
+            model=m,
+            n_bins=p.n_bins,
+        )
+        for k, m in enumerate(p.biased_models)
+    ]
+    t2 = frames[0] if frames else pd.DataFrame({"metric": [], "note": []})
+    for f in frames[1:]:
+        t2 = t2.merge(f.drop(columns="oracle"), on="metric")
+    if not frames:
+        log.info("no biased_models configured: table2 is empty")
+    write_table(t2, out / "table2", caption="Biased estimator (appendix A) vs unbiased sampling and the oracle")
+    write_table(table3(pd.read_parquet(i.ard)), out / "table3", caption="ARD regression of model-vs-oracle TVD")
+    tvds = [
+        token_level_tvds(m, pd.read_parquet(path), human, splits)
+        for m, path in zip(p.token_models, i.tokens, strict=True)
+    ]
+    tokens = (
+        pd.concat(tvds, ignore_index=True)
+        if tvds
+        else pd.DataFrame(columns=["text_id", "word_num", "tvd_model", "tvd_oracle", "mass", "model"])
+    )
+    write_parquet(snakemake.output.tokens, tokens)
+    write_table(table4(tokens), out / "table4", caption="Token level: model vs the humans' first tokens (appendix D)")

@@ -1,0 +1,29 @@
+"""Token level (appendix D): the model's next-token log-probabilities of the human responses' first tokens."""
+
+import pandas as pd
+import torch
+
+from unsure.engine import load_engine
+from unsure.engine.shards import run_shard
+from unsure.logs import logged
+from unsure.nextword.inference import position_rows, token_scorer
+
+torch.set_num_threads(snakemake.threads)
+
+with logged(snakemake.log[0]):
+    p, wc = snakemake.params, snakemake.wildcards
+    if p.entry.backend != "hf":
+        raise ValueError(
+            f"studies.nextword.token_models: {wc.model!r} is not a Hugging Face model (no token log-probabilities)"
+        )
+    engine = load_engine(p.entry)
+    run_shard(
+        position_rows(pd.read_parquet(snakemake.input.positions)),
+        token_scorer(engine, pd.read_parquet(snakemake.input.human)),
+        snakemake.output[0],
+        shard=0,
+        n_shards=1,
+        chunk_rows=64,
+        fingerprint={"model": p.entry.model_dump()},
+        tokens=engine.tokens_processed,
+    )

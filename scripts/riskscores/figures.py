@@ -1,0 +1,40 @@
+"""Every figure of the study: fig2-fig6 and figA1-figA3, figA7-figA9."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from unsure.logs import logged
+from unsure.report import save_figure
+from unsure.riskscores import plots
+from unsure.riskscores.dictionary import read_dictionary
+from unsure.riskscores.metrics import subgroup_gap
+from unsure.riskscores.text import value_text
+
+with logged(snakemake.log[0]) as log:
+    inp, p = snakemake.input, snakemake.params
+    out = Path(snakemake.output[0]).parent
+    metrics = pd.read_parquet(inp.metrics)
+    scores = pd.read_parquet(inp.scores)
+    instruct = dict(p.models)
+    task = p.tasks[0]
+    dictionary = read_dictionary(inp.dictionary)
+    rows = pd.read_parquet(inp.rows[0])
+    groups = rows.set_index("row_id")[p.subgroup_column].map(lambda v: value_text(p.subgroup_column, v, dictionary))
+    ev = scores[(scores["task"] == task) & (scores["split"] == "eval") & (scores["prompting"] == "multiple_choice")]
+    gaps = {m: subgroup_gap(g["label"], g["p_hat"], g["row_id"].map(groups)) for m, g in ev.groupby("model")}
+    log.info("mean score gap vs the largest %s group at equal true probability: %s", p.subgroup_column, gaps)
+    importance = pd.concat([pd.read_parquet(path) for path in inp.importance]) if inp.importance else pd.DataFrame()
+    evidence = pd.concat([pd.read_parquet(path) for path in inp.evidence]) if inp.evidence else pd.DataFrame()
+    llms = list(instruct)
+    save_figure(plots.fig2(metrics, instruct), out / "fig2")
+    save_figure(plots.fig3(scores, instruct, task), out / "fig3")
+    save_figure(plots.fig4(metrics, task), out / "fig4")
+    save_figure(plots.fig5(scores, instruct, task), out / "fig5")
+    save_figure(plots.fig6(scores, groups, task, p.subgroup_column, gaps), out / "fig6")
+    save_figure(plots.change_heatmap(metrics, "ece", llms, "ECE change, numeric vs multiple-choice"), out / "figA1")
+    save_figure(plots.change_heatmap(metrics, "auc", llms, "AUC change, numeric vs multiple-choice"), out / "figA2")
+    save_figure(plots.figA3(scores, task), out / "figA3")
+    save_figure(plots.evidence_figure(evidence, ["auc"], "AUC"), out / "figA7")
+    save_figure(plots.evidence_figure(evidence, ["ece", "score_std"], "Calibration and spread"), out / "figA8")
+    save_figure(plots.figA9(importance), out / "figA9")

@@ -1,0 +1,121 @@
+"""Label probabilities against independent fresh forward passes, and LoRA fine-tuning round trips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from unsure.engine import ContinuationRequest
+from unsure.engine.hf import HFEngine
+from unsure.engine.lora import LoraSettings, train_adapter
+from unsure.labelbias import prompts
+from unsure.labelbias.scoring import ItemScorer, TaskPrompting, continuation
+
+LABELS = ("Yes", "No", "maybe so")  # label token lengths differ: scores are length-normalised
+POOL = tuple(
+    (f"the {w} was on the table", lab)
+    for w, lab in zip(["cat", "cup", "dog", "pen"], ["Yes", "No", "Yes", "No"], strict=True)
+)
+TASK = TaskPrompting("Decide whether the sentence mentions an animal", LABELS, POOL)
+
+
+def _items() -> pd.DataFrame:
+    rows = [
+        {
+            "row_id": "e0",
+            "task": "t",
+            "kind": "eval",
+            "input": "a bird sang",
+            "gold": "Yes",
+            "k": -1,
+            "set": -1,
+            "left_out": -1,
+        },
+        {
+            "row_id": "e1",
+            "task": "t",
+            "kind": "eval",
+            "input": "the car stopped",
+            "gold": "No",
+            "k": -1,
+            "set": -1,
+            "left_out": -1,
+        },
+        {"row_id": "c0", "task": "t", "kind": "cc", "input": "N/A", "gold": None, "k": -1, "set": -1, "left_out": -1},
+        {
+            "row_id": "l0",
+            "task": "t",
+            "kind": "looc",
+            "input": POOL[1][0],
+            "gold": "No",
+            "k": 2,
+            "set": 0,
+            "left_out": 1,
+        },
+    ]
+    return pd.DataFrame(rows)
+
+
+def _fresh_distribution(model: AutoModelForCausalLM, tok: AutoTokenizer, context: str) -> np.ndarray:
+    """Each label scored in its own forward pass from scratch, no cache, no packing."""
+    logprobs, lengths = [], []
+    ctx = tok(context)["input_ids"]
+    for label in LABELS:
+        full = tok(context + continuation(label))["input_ids"]
+        assert full[: len(ctx)] == ctx
+        with torch.no_grad():
+            logits = model(torch.tensor([full])).logits[0].double()
+        lp = torch.log_softmax(logits, dim=-1)
+        cont = full[len(ctx) :]
+        logprobs.append(sum(float(lp[len(ctx) - 1 + i, t]) for i, t in enumerate(cont)))
+        lengths.append(len(cont))
+    scores = np.array(logprobs) / np.array(lengths) if len(set(lengths)) > 1 else np.array(logprobs)
+    z = np.exp(scores - scores.max())
+    return z / z.sum()
+
+
+def test_label_probabilities_equal_fresh_forward_passes(tiny_models: dict[str, Path]) -> None:
+    path = tiny_models["llama"]
+    engine = HFEngine(str(path))
+    scorer = ItemScorer(engine, {"t": TASK}, shots=[0, 2], sets=2)
+    items = _items()
+    out = scorer(items)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    n_checked = 0
+    for (_, item), (_, result) in zip(items.iterrows(), out.iterrows(), strict=True):
+        contexts = scorer.contexts(item)
+        assert [(k, s) for k, s, _ in contexts] == list(zip(result["k"], result["set"], strict=True))
+        for (_, _, context), probs in zip(contexts, result["probs"], strict=True):
+            np.testing.assert_allclose(probs, _fresh_distribution(model, tok, context), atol=1e-5)
+            n_checked += 1
+    assert n_checked == 3 * 3 + 1
+    # every row scored alone gives the same numbers as the chunk: nothing carries over between items
+    for i in range(len(items)):
+        alone = scorer(items.iloc[[i]])
+        np.testing.assert_allclose(np.array(alone["probs"].iloc[0]), np.array(out["probs"].iloc[i]), atol=1e-6)
+
+
+def test_lora_adapter_trains_on_the_label_saves_and_loads_back(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    path = str(tiny_models["llama"])
+    engine = HFEngine(path)
+    context = prompts.sni_prompt(TASK.definition, POOL[:2], "a bird sang")
+    request = [(context, (" Yes", " No"))]
+
+    def p_no(e: HFEngine) -> float:
+        return float(e.continuation_scores([ContinuationRequest(c, labs) for c, labs in request])[0].softmax()[1])
+
+    before = p_no(engine)
+    examples = [(prompts.sni_prompt(TASK.definition, POOL[:2], f"item {i}"), " No") for i in range(8)]
+    settings = LoraSettings(rank=8, alpha=16, epochs=3, learning_rate=1e-2, gradient_accumulation=2)
+    losses = train_adapter(engine, examples, tmp_path / "adapter", settings)
+    assert len(losses) == 3 * 4 and losses[-1] < losses[0]
+    assert (tmp_path / "adapter" / "adapter_config.json").is_file()
+    assert p_no(engine) == pytest.approx(before, abs=1e-7)  # the engine's base model is untouched
+    tuned = HFEngine(path, adapter=str(tmp_path / "adapter"))
+    assert p_no(tuned) > 10 * before  # the adapter is merged in and moves the label

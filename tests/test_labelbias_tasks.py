@@ -1,0 +1,163 @@
+"""Task selection, instance draws and prompts: on generated tasks, and on the real SNI files when present."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from unsure.generate import sni
+from unsure.labelbias import prompts, tasks
+from unsure.labelbias.scoring import ItemScorer, TaskPrompting
+
+SIZES = {"n_eval": 50, "n_heldout": 8, "n_pool": 16, "min_eval_instances": 40, "max_labels": 49}
+REAL = {
+    "task1216_atomic_classification_causes": ("No", "Yes"),
+    "task888_reviews_classification": ("negative", "positive"),
+    "task1393_superglue_copa_text_completion": ("A", "B"),
+    "task318_stereoset_classification_gender": ("anti-stereotype", "stereotype", "unrelated"),
+    "task1531_daily_dialog_type_classification": ("commissive", "directive", "information", "question"),
+    "task375_classify_type_of_sentence_in_debate": ("Fact", "Policy", "Testimony", "Value"),
+    "task1584_evalution_meronym_classification": ("0", "1"),
+}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sni")
+    sni.write_tasks(root, n_tasks=6, instances_per_task=120, seed=0)
+    return root
+
+
+def test_filter_keeps_the_english_classification_tasks_only(generated: Path) -> None:
+    table, drawn = tasks.select_tasks(generated, **SIZES, seed=0)
+    kept = table.set_index("task")["selected"]
+    assert kept.sum() == 6
+    reasons = table.set_index("task")["reason"]
+    assert reasons["task2007_unsure_spanish_review_sentiment_classification"] == "not English input and output"
+    assert reasons["task2008_unsure_passage_title_generation"] == "not a classification or detection task"
+    assert set(drawn["task"]) == set(kept[kept].index)
+
+
+def test_too_few_instances_are_rejected(generated: Path) -> None:
+    # 120 instances: 8 held out + 16 pool + 96 for evaluation is just enough, 97 is not
+    table, _ = tasks.select_tasks(generated, **(SIZES | {"min_eval_instances": 96}), seed=0)
+    assert table["selected"].sum() == 6
+    with pytest.raises(ValueError, match="no task passes"):
+        tasks.select_tasks(generated, **(SIZES | {"min_eval_instances": 97}), seed=0)
+
+
+def test_draws_are_disjoint_sized_seeded_and_independent_of_other_tasks(generated: Path, tmp_path: Path) -> None:
+    _, drawn = tasks.select_tasks(generated, **SIZES, seed=0)
+    for _, part in drawn.groupby("task"):
+        assert part["row_id"].is_unique
+        assert part["split"].value_counts().to_dict() == {"eval": 50, "pool": 16, "heldout": 8}
+    _, again = tasks.select_tasks(generated, **SIZES, seed=0)
+    pd.testing.assert_frame_equal(drawn, again)
+    _, other_seed = tasks.select_tasks(generated, **SIZES, seed=1)
+    assert not drawn["row_id"].equals(other_seed["row_id"])
+    # the same task alone in a directory draws the same instances
+    name = "task2003_unsure_premise_option_selection"
+    (tmp_path / "tasks").mkdir()
+    shutil.copy(generated / "tasks" / f"{name}.json", tmp_path / "tasks")
+    _, alone = tasks.select_tasks(tmp_path, **SIZES, seed=0)
+    pd.testing.assert_frame_equal(alone, drawn[drawn["task"] == name].reset_index(drop=True))
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        (("A", "B", "C"), True),
+        (("1", "2", "3"), True),
+        (("Option 1", "Option 2"), True),
+        (("0", "1"), False),
+        (("Yes", "No"), False),
+        (("positive", "negative"), False),
+    ],
+)
+def test_interchangeable_labels(labels: tuple[str, ...], expected: bool) -> None:
+    assert tasks.interchangeable_labels(labels) is expected
+
+
+def test_sni_prompt_is_the_studys_template() -> None:
+    text = prompts.sni_prompt("Decide", [("good film", "positive"), ("bad?", "negative")], "fine film")
+    assert text == (
+        "Decide.\n\n"
+        "Input: good film.\n Output: positive.\n\n"
+        "Input: bad?\n Output: negative.\n\n"
+        "Input: fine film.\n\nOutput:"
+    )
+
+
+def test_demonstration_sets_are_disjoint_slices_of_the_pool() -> None:
+    pool = [(f"x{i}", "y") for i in range(12)]
+    sets = [prompts.demonstrations(pool, 4, s) for s in range(3)]
+    assert sorted(x for demo in sets for x, _ in demo) == sorted(x for x, _ in pool)
+    train = prompts.training_examples(pool, 4, 1, 8)
+    assert not set(train) & set(sets[1])
+    with pytest.raises(ValueError):
+        prompts.demonstrations(pool, 4, 3)
+
+
+def test_looc_never_scores_a_demonstration_with_itself_in_the_context(generated: Path) -> None:
+    table, drawn = tasks.select_tasks(generated, **SIZES, seed=0)
+    items = prompts.build_items(drawn, shots=[0, 2, 4], sets=2, content_free=["N/A"], n_domain=3, seed=0)
+    pools = prompts.pools(drawn)
+    prompting = {
+        r.task: TaskPrompting(r.definition, tuple(r.labels), tuple(pools[r.task]))
+        for r in table[table["selected"]].itertuples()
+    }
+    scorer = ItemScorer(engine=None, tasks=prompting, shots=[0, 2, 4], sets=2)  # type: ignore[arg-type]
+    looc = items[items["kind"] == "looc"]
+    assert len(looc) == 6 * 2 * (2 + 4)
+    for item in looc.itertuples():
+        [(k, s, context)] = scorer.contexts(pd.Series(item._asdict()))
+        demos = prompts.demonstrations(pools[item.task], k, s)
+        assert demos[item.left_out] == (item.input, item.gold)
+        for j, (x, y) in enumerate(demos):
+            block = prompts.sni_prompt("", [(x, y)], "")[: -len("Input: .\n\nOutput:")]
+            assert (block in context) is (j != item.left_out)
+        assert context.endswith(prompts.sni_prompt("", [], item.input))
+
+
+def test_real_task_files_pass_the_filter(shared_data: Path, tmp_path: Path) -> None:
+    sni_dir = shared_data / "sni"
+    present = sorted(p.stem for p in (sni_dir / "tasks").glob("*.json"))
+    if not present:
+        pytest.skip(f"no real SNI task files under {sni_dir / 'tasks'}")
+    (tmp_path / "tasks").symlink_to(sni_dir / "tasks")
+    table, drawn = tasks.select_tasks(
+        tmp_path,
+        n_eval=1000,
+        n_heldout=32,
+        n_pool=64,
+        min_eval_instances=300,
+        max_labels=49,
+        seed=0,
+        task_info=sni_dir / "task_info" / "full_task_info.csv",
+    )
+    study = set((sni_dir / "splits" / "classification_tasks" / "test_tasks.txt").read_text().split())
+    assert table["selected"].all(), table.loc[~table["selected"], ["task", "reason"]]
+    assert set(table["task"]) <= study
+    for row in table.itertuples():
+        if row.task in REAL:
+            assert tuple(row.labels) == REAL[row.task]
+    sizes = drawn.groupby(["task", "split"]).size().unstack()
+    assert (sizes["heldout"] == 32).all() and (sizes["pool"] == 64).all() and (sizes["eval"] >= 300).all()
+    counts = table.set_index("task")["n_instances"]
+    assert (sizes["eval"] == (counts - 96).clip(upper=1000)).all()
+
+
+def test_metadata_filter_keeps_all_279_study_tasks(shared_data: Path) -> None:
+    info = pd.read_csv(shared_data / "sni" / "task_info" / "full_task_info.csv")
+    study = (shared_data / "sni" / "splits" / "classification_tasks" / "test_tasks.txt").read_text().split()
+    assert len(study) == 279
+    rows = info.set_index("Name").loc[study]
+    assert (rows["Input Language"] == "English").all() and (rows["Output Language"] == "English").all()
+    with_summary = [tasks.is_candidate(n, (r.Category,), r.Summary) for n, r in rows.iterrows()]
+    without = [tasks.is_candidate(n, (r.Category,)) for n, r in rows.iterrows()]
+    assert all(with_summary)
+    assert sum(without) < 279  # some study tasks are only found through their summaries
+    assert not set(study) & tasks.EXCLUDED_TASKS

@@ -1,0 +1,116 @@
+"""riskscores metrics: known-truth behaviour on generated ACS data, and parity with folktexts' ECE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from folktexts.evaluation import evaluate_predictions
+from sklearn.metrics import brier_score_loss, roc_auc_score
+
+from unsure.generate.acs import true_probabilities, write_state_zip
+from unsure.riskscores.metrics import confidence_bias, ece, evaluate, fit_threshold, subgroup_gap
+from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip, task_rows
+
+
+@pytest.fixture(scope="module")
+def income(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """ACSIncome rows of generated person records, with the exact P(Y = 1 | X)."""
+    root = tmp_path_factory.mktemp("acs")
+    frames = []
+    for state in ("CA", "TX", "NY"):
+        write_state_zip(root / f"{state}.zip", state=state, year=2018, n_rows=12000, seed=5)
+        frames.append(
+            read_person_zip(
+                root / f"{state}.zip", [*BASE_COLUMNS, "ESR", "ESP", "GCL", "FER", "JWTR", "PUMA", "POWPUMA", "POVPIP"]
+            )
+        )
+    persons = pd.concat(frames, ignore_index=True)
+    persons["truth"] = true_probabilities(persons)["ACSIncome"]
+    return task_rows(persons, FOLKTABLES["ACSIncome"], n_train=10**7, n_eval=0, seed=0)
+
+
+def test_the_true_probability_is_calibrated_and_has_the_best_brier_score(income: pd.DataFrame) -> None:
+    y, p = income["label"].to_numpy(), income["truth"].to_numpy()
+    assert len(y) > 8000
+    assert ece(y, p) < 0.02
+    assert ece(y, p, strategy="quantile") < 0.025
+    logit = np.log(p / (1 - p))
+    others = {
+        "over-confident": 1 / (1 + np.exp(-2 * logit)),
+        "under-confident": 1 / (1 + np.exp(-0.5 * logit)),
+        "shifted": np.clip(p + 0.1, 0, 1),
+        "base rate": np.full_like(p, y.mean()),
+    }
+    best = brier_score_loss(y, p)
+    for name, s in others.items():
+        assert brier_score_loss(y, s) > best, name
+        if name != "base rate":  # calibrated too, only uninformative: ECE cannot tell, Brier can
+            assert ece(y, s) > ece(y, p) + 0.03, name
+    shuffled = np.random.default_rng(0).permutation(p)
+    assert abs(roc_auc_score(y, shuffled) - 0.5) < 0.03
+    assert roc_auc_score(y, p) > 0.8
+    assert abs(confidence_bias(y, p)) < 0.02
+    assert confidence_bias(y, others["over-confident"]) > 0.05 > confidence_bias(y, others["under-confident"])
+
+
+def test_ece_equals_folktexts_ece() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 3000)
+    continuous = np.clip(0.3 * y + 0.7 * rng.random(3000), 0, 1)
+    verbalised = np.round(continuous, 2)  # scores on bin edges (0.30, 0.70, ...) as numeric prompting gives
+    for s in (continuous, verbalised, np.round(continuous, 1)):
+        theirs = evaluate_predictions(y, s, threshold=0.5)
+        assert ece(y, s) == pytest.approx(theirs["ece"], abs=1e-12)
+        if s is continuous:  # netcal fails (folktexts reports None) when quantile edges repeat; we do not
+            assert ece(y, s, strategy="quantile") == pytest.approx(theirs["ece_quantile"], abs=1e-12)
+        assert evaluate(y, s)["brier"] == pytest.approx(theirs["brier_score_loss"], abs=1e-12)
+        assert evaluate(y, s)["auc"] == pytest.approx(theirs["roc_auc"], abs=1e-12)
+        assert evaluate(y, s)["accuracy"] == pytest.approx(theirs["accuracy"], abs=1e-12)
+
+
+def test_fitted_threshold_maximises_accuracy() -> None:
+    rng = np.random.default_rng(1)
+    s = rng.random(400)
+    y = (s > 0.8).astype(int)
+    t = fit_threshold(y, s)
+    assert np.mean((s >= t) == y) == 1.0 and 0.75 < t <= 0.85
+    result = evaluate(y, s, threshold=t)
+    assert result["accuracy_fitted"] == 1.0 and result["accuracy"] < 0.8
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        ece(y, s + 1)
+
+
+def test_subgroup_gap_measures_a_score_shift_at_equal_truth(income: pd.DataFrame) -> None:
+    y, p = income["label"].to_numpy(), income["truth"].to_numpy()
+    group = np.where(np.arange(len(y)) % 3 == 0, "b", "a")
+    shifted = np.where(group == "b", np.clip(p + 0.1, 0, 1), p)
+    gaps = subgroup_gap(y, shifted, group)
+    assert gaps["a"] == 0 and 0.05 < gaps["b"] < 0.15
+    assert abs(subgroup_gap(y, p, group)["b"]) < 0.03
+
+
+def test_metrics_frame_columns(tmp_path: Path) -> None:
+    from unsure.riskscores.tables import metrics_frame, paper_table
+
+    rng = np.random.default_rng(2)
+    n = 300
+    frame = pd.DataFrame(
+        {"row_id": [f"r{i}" for i in range(n)], "label": rng.integers(0, 2, n), "p_hat": rng.random(n)}
+    )
+    frame = frame.assign(model="m", task="ACSIncome", prompting="numeric")
+    frame["split"] = np.where(np.arange(n) < 200, "eval", "threshold")
+    metrics = metrics_frame(frame)
+    assert metrics.loc[0, "n"] == 200
+    table = paper_table(metrics, "ACSIncome")
+    assert list(table.columns) == [
+        "Model",
+        "Prompting",
+        "ECE",
+        "Brier",
+        "AUC",
+        "Accuracy",
+        "Accuracy (fitted threshold)",
+    ]

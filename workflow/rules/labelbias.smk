@@ -1,0 +1,215 @@
+"""Label bias of LLM classifiers on SUPER-NATURALINSTRUCTIONS (Reif & Schwartz).
+
+prepare (task filter, instance draws, items to score) -> infer (model x shard:
+every item under every k / demonstration-set context) [+ lora (model x k x set
+x part: fine-tune per task, score)] -> evaluate (per model: calibration, metrics)
+-> tables, figures, and the per-instance file for the subgroups study."""
+
+from unsure.labelbias.plots import figure_names, model_table
+
+LABELBIAS = CFG.studies.labelbias
+LB = "results/labelbias"
+LB_LOGS = f"{LB}/logs"
+LB_MODELS = list(LABELBIAS.models)
+LB_MODEL_TABLE = model_table(
+    LB_MODELS,
+    {m: CFG.models[m].instruct for m in LB_MODELS},
+    {m: (f.family, f.size) for m, f in LABELBIAS.families.items()},
+)
+LB_FIGURES = figure_names(LB_MODEL_TABLE)
+LB_TABLES = ["tasks", "per_task", "summary"]
+LB_LORA = LABELBIAS.lora
+LB_LORA_MODELS = (
+    (list(LB_LORA.models) or LB_MODELS) if LB_LORA.enabled and LB_MODELS else []
+)
+for i, name in enumerate(LB_LORA.models):
+    if name not in LB_MODELS:
+        raise WorkflowError(
+            f"config key studies.labelbias.lora.models[{i}]: {name!r} is not one of the study's models"
+        )
+LB_LORA_RUNS = [
+    (k, s)
+    for k in LB_LORA.shots
+    for s in range(min(LABELBIAS.sets_of(k), LB_LORA.demonstration_sets))
+]
+# The LoRA score files each model's evaluation waits for (none when it is not fine-tuned).
+LB_LORA_SCORES = {
+    model: [
+        f"{LB}/scores/lora/{model}/k{k}-s{s}-part{part}.parquet"
+        for k, s in LB_LORA_RUNS
+        for part in range(LB_LORA.shards)
+    ]
+    for model in LB_LORA_MODELS
+}
+LB_PREPARED = {
+    "tasks": f"{LB}/data/tasks.parquet",
+    "instances": f"{LB}/data/instances.parquet",
+    "score_items": f"{LB}/data/items.parquet",
+}
+
+
+wildcard_constraints:
+    lb_model="|".join(LB_MODELS) or "none",
+    lb_shard=r"\d+",
+    lb_k=r"\d+",
+    lb_set=r"\d+",
+    lb_part=r"\d+",
+
+
+rule labelbias_prepare:
+    input:
+        raw=SNI_RAW,
+        task_info=[LABELBIAS.task_info] if LABELBIAS.task_info else [],
+    output:
+        **LB_PREPARED,
+    log:
+        f"{LB_LOGS}/prepare.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        sizes={
+            k: getattr(LABELBIAS, k)
+            for k in (
+                "n_eval",
+                "n_heldout",
+                "n_pool",
+                "min_eval_instances",
+                "max_labels",
+            )
+        },
+        shots=LABELBIAS.shots,
+        sets=LABELBIAS.demonstration_sets,
+        content_free=LABELBIAS.content_free_inputs,
+        domain_inputs=LABELBIAS.domain_inputs,
+        seed=LABELBIAS.seed,
+    script:
+        "../../scripts/labelbias/prepare.py"
+
+
+rule labelbias_infer:
+    input:
+        **LB_PREPARED,
+        model=lambda wc: model_files(wc.lb_model),
+    output:
+        f"{LB}/scores/shards/{{lb_model}}/shard{{lb_shard}}.parquet",
+    log:
+        f"{LB_LOGS}/infer/{{lb_model}}/shard{{lb_shard}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    resources:
+        gpu=lambda wc: model_gpus(wc.lb_model),
+    params:
+        entry=lambda wc: CFG.models[wc.lb_model].model_dump(),
+        shards=LABELBIAS.shards,
+        shots=LABELBIAS.shots,
+        sets=LABELBIAS.demonstration_sets,
+        chat=LABELBIAS.chat_template,
+        chunk_rows=LABELBIAS.chunk_rows,
+    script:
+        "../../scripts/labelbias/infer.py"
+
+
+rule labelbias_lora:
+    input:
+        **LB_PREPARED,
+        model=lambda wc: model_files(wc.lb_model),
+    output:
+        adapters=directory(
+            f"{LB}/adapters/{{lb_model}}/k{{lb_k}}-s{{lb_set}}-part{{lb_part}}"
+        ),
+        scores=f"{LB}/scores/lora/{{lb_model}}/k{{lb_k}}-s{{lb_set}}-part{{lb_part}}.parquet",
+    log:
+        f"{LB_LOGS}/lora/{{lb_model}}/k{{lb_k}}-s{{lb_set}}-part{{lb_part}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    resources:
+        gpu=lambda wc: model_gpus(wc.lb_model),
+    params:
+        entry=lambda wc: CFG.models[wc.lb_model].model_dump(),
+        lora=LB_LORA.model_dump(),
+        parts=LB_LORA.shards,
+        chat=LABELBIAS.chat_template,
+        seed=LABELBIAS.seed,
+    script:
+        "../../scripts/labelbias/lora.py"
+
+
+rule labelbias_evaluate:
+    input:
+        tasks=LB_PREPARED["tasks"],
+        score_items=LB_PREPARED["score_items"],
+        shards=expand(
+            f"{LB}/scores/shards/{{{{lb_model}}}}/shard{{shard}}.parquet",
+            shard=range(LABELBIAS.shards),
+        ),
+        lora=lambda wc: LB_LORA_SCORES.get(wc.lb_model, []),
+    output:
+        scores=f"{LB}/scores/{{lb_model}}.parquet",
+        methods=f"{LB}/scores/{{lb_model}}_methods.parquet",
+        metrics=f"{LB}/scores/{{lb_model}}_metrics.parquet",
+    log:
+        f"{LB_LOGS}/evaluate/{{lb_model}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    script:
+        "../../scripts/labelbias/evaluate.py"
+
+
+rule labelbias_tables:
+    input:
+        tasks=LB_PREPARED["tasks"],
+        metrics=expand(f"{LB}/scores/{{model}}_metrics.parquet", model=LB_MODELS),
+    output:
+        expand(
+            f"{LB}/tables/{{table}}.{{ext}}", table=LB_TABLES, ext=["csv", "md", "tex"]
+        ),
+    log:
+        f"{LB_LOGS}/tables.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        models=LB_MODEL_TABLE.to_dict("list"),
+    script:
+        "../../scripts/labelbias/tables.py"
+
+
+rule labelbias_figures:
+    input:
+        tasks=LB_PREPARED["tasks"],
+        metrics=expand(f"{LB}/scores/{{model}}_metrics.parquet", model=LB_MODELS),
+    output:
+        expand(f"{LB}/figures/{{fig}}.{{ext}}", fig=LB_FIGURES, ext=["png", "pdf"]),
+    log:
+        f"{LB_LOGS}/figures.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        models=LB_MODEL_TABLE.to_dict("list"),
+    script:
+        "../../scripts/labelbias/figures.py"
+
+
+rule labelbias_subgroups_input:
+    input:
+        score_items=LB_PREPARED["score_items"],
+        methods=expand(f"{LB}/scores/{{model}}_methods.parquet", model=LB_MODELS),
+    output:
+        f"{LB}/scores/subgroups_input.parquet",
+    log:
+        f"{LB_LOGS}/subgroups_input.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        models=LB_MODELS,
+        k=LABELBIAS.subgroups_shots,
+        set=LABELBIAS.subgroups_set,
+    script:
+        "../../scripts/labelbias/subgroups_input.py"
+
+
+rule labelbias_all:
+    input:
+        rules.labelbias_tables.output,
+        rules.labelbias_figures.output,
+        rules.labelbias_subgroups_input.output,
+        expand(f"{LB}/scores/{{model}}_methods.parquet", model=LB_MODELS),

@@ -1,0 +1,290 @@
+"""Language models as risk scores on ACS PUMS tasks (Cruz et al., folktexts).
+
+persons (all state zips, once) -> task rows (population, label, seeded split,
+feature text) -> inference, sharded per model x task x prompting -> all per-row
+scores in one file and the metrics; baselines (LR, XGBoost), permutation
+importance, increasing evidence -> tables (paper numbering) and figures; plus
+the per-instance file the subgroups study reads."""
+
+from unsure.riskscores.tasks import person_columns
+
+RISK = CFG.studies.riskscores
+RS = "results/riskscores"
+RS_LOGS = f"{RS}/logs"
+RS_TASK_TABLES = {
+    "ACSIncome": "table1",
+    "ACSEmployment": "tableA1",
+    "ACSMobility": "tableA2",
+    "ACSTravelTime": "tableA3",
+    "ACSPublicCoverage": "tableA4",
+}
+RS_TABLES = [RS_TASK_TABLES.get(t, f"table_{t}") for t in RISK.tasks]
+RS_FIGURES = [
+    "fig2",
+    "fig3",
+    "fig4",
+    "fig5",
+    "fig6",
+    "figA1",
+    "figA2",
+    "figA3",
+    "figA7",
+    "figA8",
+    "figA9",
+]
+RS_IMPORTANCE = [
+    (m, t)
+    for t in RISK.analysis_tasks("importance")
+    for m in [*RISK.analysis_models("importance"), "xgboost"]
+]
+RS_EVIDENCE = [
+    (m, t)
+    for t in RISK.analysis_tasks("evidence")
+    for m in [*RISK.analysis_models("evidence"), "xgboost"]
+]
+# what a job needs of a task: its custom_tasks entry (None for a folktables task)
+RS_SPECS = {
+    t: (RISK.custom_tasks[t].model_dump() if t in RISK.custom_tasks else None)
+    for t in RISK.tasks
+}
+RS_RUNS = [
+    {
+        "model": m,
+        "task": t,
+        "prompting": p,
+        "shards": [
+            f"{RS}/scores/shards/{m}/{t}/{p}/{k}.parquet" for k in range(RISK.shards)
+        ],
+    }
+    for m in RISK.models
+    for t in RISK.tasks
+    for p in RISK.prompting
+]
+
+
+wildcard_constraints:
+    rs_task="|".join(RISK.tasks),
+    rs_model="[A-Za-z0-9][A-Za-z0-9._-]*",
+    rs_prompting="multiple_choice|numeric",
+    rs_shard=r"\d+",
+
+
+rule riskscores_persons:
+    input:
+        zips=expand(
+            f"{ACS_RAW}/csv_p{{state}}.zip", state=[s.lower() for s in ACS.states]
+        ),
+        dictionary=ACS_DICTIONARY,
+    output:
+        f"{RS}/data/persons.parquet",
+    log:
+        f"{RS_LOGS}/persons.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        columns=person_columns(RISK.custom_tasks.values(), [RISK.subgroup_column]),
+    script:
+        "../../scripts/riskscores/persons.py"
+
+
+rule riskscores_task:
+    input:
+        persons=f"{RS}/data/persons.parquet",
+        dictionary=ACS_DICTIONARY,
+    output:
+        f"{RS}/data/{{rs_task}}.parquet",
+    log:
+        f"{RS_LOGS}/task/{{rs_task}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        spec=lambda wc: RS_SPECS[wc.rs_task],
+        n_train=RISK.n_train,
+        n_eval=RISK.n_eval,
+        seed=RISK.seed,
+    script:
+        "../../scripts/riskscores/task.py"
+
+
+rule riskscores_infer:
+    input:
+        rows=f"{RS}/data/{{rs_task}}.parquet",
+        dictionary=ACS_DICTIONARY,
+        model=lambda wc: model_files(wc.rs_model),
+    output:
+        f"{RS}/scores/shards/{{rs_model}}/{{rs_task}}/{{rs_prompting}}/{{rs_shard}}.parquet",
+    log:
+        f"{RS_LOGS}/infer/{{rs_model}}/{{rs_task}}/{{rs_prompting}}/{{rs_shard}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    resources:
+        gpu=lambda wc: model_gpus(wc.rs_model),
+    params:
+        model=lambda wc: CFG.models[wc.rs_model].model_dump(),
+        spec=lambda wc: RS_SPECS[wc.rs_task],
+        year=ACS.year,
+        shards=RISK.shards,
+        chunk_rows=RISK.chunk_rows,
+        threshold_rows=RISK.threshold_rows,
+        both_orders=RISK.both_orders,
+        few_shot=RISK.few_shot,
+        seed=RISK.seed,
+    script:
+        "../../scripts/riskscores/infer.py"
+
+
+rule riskscores_baselines:
+    input:
+        rows=f"{RS}/data/{{rs_task}}.parquet",
+        dictionary=ACS_DICTIONARY,
+    output:
+        f"{RS}/scores/baselines/{{rs_task}}.parquet",
+    log:
+        f"{RS_LOGS}/baselines/{{rs_task}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        spec=lambda wc: RS_SPECS[wc.rs_task],
+        threshold_rows=RISK.threshold_rows,
+        seed=RISK.seed,
+    script:
+        "../../scripts/riskscores/baselines.py"
+
+
+rule riskscores_importance:
+    input:
+        rows=f"{RS}/data/{{rs_task}}.parquet",
+        dictionary=ACS_DICTIONARY,
+        model=lambda wc: [] if wc.rs_model == "xgboost" else model_files(wc.rs_model),
+    output:
+        f"{RS}/analysis/importance/{{rs_model}}/{{rs_task}}.parquet",
+    log:
+        f"{RS_LOGS}/importance/{{rs_model}}/{{rs_task}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    resources:
+        gpu=lambda wc: 0 if wc.rs_model == "xgboost" else model_gpus(wc.rs_model),
+    params:
+        model=lambda wc: (
+            None if wc.rs_model == "xgboost" else CFG.models[wc.rs_model].model_dump()
+        ),
+        spec=lambda wc: RS_SPECS[wc.rs_task],
+        rows=RISK.importance.rows,
+        year=ACS.year,
+        both_orders=RISK.both_orders,
+        seed=RISK.seed,
+    script:
+        "../../scripts/riskscores/importance.py"
+
+
+rule riskscores_evidence:
+    input:
+        rows=f"{RS}/data/{{rs_task}}.parquet",
+        dictionary=ACS_DICTIONARY,
+        order=f"{RS}/analysis/importance/xgboost/{{rs_task}}.parquet",
+        model=lambda wc: [] if wc.rs_model == "xgboost" else model_files(wc.rs_model),
+    output:
+        f"{RS}/analysis/evidence/{{rs_model}}/{{rs_task}}.parquet",
+    log:
+        f"{RS_LOGS}/evidence/{{rs_model}}/{{rs_task}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    resources:
+        gpu=lambda wc: 0 if wc.rs_model == "xgboost" else model_gpus(wc.rs_model),
+    params:
+        model=lambda wc: (
+            None if wc.rs_model == "xgboost" else CFG.models[wc.rs_model].model_dump()
+        ),
+        spec=lambda wc: RS_SPECS[wc.rs_task],
+        rows=RISK.evidence.rows,
+        year=ACS.year,
+        both_orders=RISK.both_orders,
+        seed=RISK.seed,
+    script:
+        "../../scripts/riskscores/evidence.py"
+
+
+rule riskscores_metrics:
+    input:
+        shards=[path for run in RS_RUNS for path in run["shards"]],
+        rows=expand(f"{RS}/data/{{task}}.parquet", task=RISK.tasks),
+        baselines=expand(f"{RS}/scores/baselines/{{task}}.parquet", task=RISK.tasks),
+    output:
+        scores=f"{RS}/scores/scores.parquet",
+        metrics=f"{RS}/scores/metrics.parquet",
+        table=multiext(f"{RS}/tables/metrics", ".csv", ".md", ".tex"),
+    log:
+        f"{RS_LOGS}/metrics.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        runs=RS_RUNS,
+        tasks=list(RISK.tasks),
+    script:
+        "../../scripts/riskscores/metrics.py"
+
+
+rule riskscores_tables:
+    input:
+        f"{RS}/scores/metrics.parquet",
+    output:
+        expand(
+            f"{RS}/tables/{{table}}.{{ext}}", table=RS_TABLES, ext=["csv", "md", "tex"]
+        ),
+    log:
+        f"{RS_LOGS}/tables.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        tables=dict(zip(RISK.tasks, RS_TABLES)),
+    script:
+        "../../scripts/riskscores/tables.py"
+
+
+rule riskscores_figures:
+    input:
+        metrics=f"{RS}/scores/metrics.parquet",
+        scores=f"{RS}/scores/scores.parquet",
+        rows=expand(f"{RS}/data/{{task}}.parquet", task=RISK.tasks),
+        dictionary=ACS_DICTIONARY,
+        importance=[
+            f"{RS}/analysis/importance/{m}/{t}.parquet" for m, t in RS_IMPORTANCE
+        ],
+        evidence=[f"{RS}/analysis/evidence/{m}/{t}.parquet" for m, t in RS_EVIDENCE],
+    output:
+        expand(f"{RS}/figures/{{fig}}.{{ext}}", fig=RS_FIGURES, ext=["png", "pdf"]),
+    log:
+        f"{RS_LOGS}/figures.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        models={m: CFG.models[m].instruct for m in RISK.models},
+        tasks=list(RISK.tasks),
+        subgroup_column=RISK.subgroup_column,
+    script:
+        "../../scripts/riskscores/figures.py"
+
+
+rule riskscores_subgroups_input:
+    input:
+        rows=expand(f"{RS}/data/{{task}}.parquet", task=RISK.tasks),
+        scores=f"{RS}/scores/scores.parquet",
+        dictionary=ACS_DICTIONARY,
+    output:
+        f"{RS}/scores/subgroups_input.parquet",
+    log:
+        f"{RS_LOGS}/subgroups_input.log",
+    conda:
+        "../../envs/unsure.yaml"
+    params:
+        tasks=list(RISK.tasks),
+    script:
+        "../../scripts/riskscores/subgroups_input.py"
+
+
+rule riskscores_all:
+    input:
+        rules.riskscores_tables.output,
+        rules.riskscores_figures.output,
+        rules.riskscores_metrics.output,
+        rules.riskscores_subgroups_input.output,
