@@ -1,0 +1,55 @@
+"""A web-API model added by one config entry runs through a study's jobs, and its
+key, set only in the environment, leaves no trace in any output or log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from openai_server import Server
+from workflow_helpers import snakemake
+
+pytestmark = pytest.mark.workflow
+
+KEY = "sk-fake-4f1c9e2b7d0a-must-not-leak"
+ENV = "UNSURE_FAKE_API_KEY"
+
+
+def test_api_chat_model_samples_words_and_the_key_never_reaches_a_file(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = snakemake("-c2", "resources/models/tiny-llama-chat", "--configfile", "config/demo.yaml", cwd=checkout)
+    assert built.returncode == 0, built.stderr[-2000:]
+    server = Server(checkout / "resources" / "models" / "tiny-llama-chat", key=KEY)
+    try:
+        config = yaml.safe_load((checkout / "config" / "demo.yaml").read_text())
+        config["models"]["api-chat"] = {
+            "id": "tiny-llama-chat-served",
+            "backend": "openai",
+            "base_url": server.base_url,
+            "api_key_env": ENV,
+            "instruct": True,
+            "gpus": 0,
+        }
+        study = config["studies"]["nextword"]
+        study["models"] = [*study["models"], "api-chat"]
+        study["large_models"] = [*study.get("large_models", []), "api-chat"]
+        (checkout / "api.yaml").write_text(yaml.safe_dump(config))
+        targets = [f"results/nextword/samples/api-chat/{mode}.jsonl" for mode in ("single", "list")]
+        monkeypatch.setenv(ENV, KEY)  # the only place the key exists
+        result = snakemake("-c2", *targets, "--configfile", "api.yaml", cwd=checkout)
+        assert result.returncode == 0, result.stderr[-3000:]
+    finally:
+        server.close()
+    assert all((checkout / t).stat().st_size > 0 for t in targets)
+    assert any(r["path"] == "/v1/chat/completions" for r in server.requests), "the study never called the API"
+    assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in server.requests)
+    leaks = [
+        p
+        for top in ("results", ".snakemake")
+        for p in (checkout / top).rglob("*")
+        if p.is_file() and KEY.encode() in p.read_bytes()
+    ]
+    assert not leaks, f"the API key was written to {leaks}"
+    assert KEY not in result.stdout + result.stderr
