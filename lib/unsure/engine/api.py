@@ -167,11 +167,7 @@ class APIEngine:
         scores = self.continuation_scores(
             [ContinuationRequest(r.prompt, tuple(" " + o for o in r.options)) for r in requests]
         )
-        out = []
-        for s in scores:
-            p = np.exp(s.logprob)
-            out.append(ChoiceProbs(probs=p / p.sum(), mass=float(p.sum()), prefix=None))
-        return out
+        return [ChoiceProbs.from_continuations(s) for s in scores]
 
     def _next_token_top(self, prompt: str, kind: str) -> dict[str, float]:
         """Probabilities of the most likely next tokens, by decoded token text."""

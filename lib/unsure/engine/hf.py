@@ -268,8 +268,7 @@ class HFEngine:
                 [ContinuationRequest(requests[i].prompt, tuple(" " + o for o in requests[i].options)) for i in multi]
             )
             for i, s in zip(multi, scores, strict=True):
-                p = np.exp(s.logprob)
-                out[i] = ChoiceProbs(probs=p / p.sum(), mass=float(p.sum()), prefix=None)
+                out[i] = ChoiceProbs.from_continuations(s)
         return [o for o in out if o is not None]
 
     def option_token_ids(self, options: Sequence[str]) -> dict[str, list[int | None]]:

@@ -66,6 +66,12 @@ class ChoiceProbs:
     mass: float
     prefix: str | None
 
+    @classmethod
+    def from_continuations(cls, scores: ContinuationScores) -> ChoiceProbs:
+        """Options scored as whole continuations: their joint probabilities, renormalised."""
+        p: Floats = np.exp(scores.logprob)
+        return cls(probs=p / p.sum(), mass=float(p.sum()), prefix=None)
+
 
 @dataclass(frozen=True)
 class WordSamplingRequest:
