@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -48,17 +49,22 @@ class DataSource(Strict):
     """Where a raw data source comes from.
 
     ``generated`` writes files in the real raw layout from a seeded generator,
-    ``download`` fetches the real URLs, ``local`` takes a copy the user already
-    has in ``local_dir`` (validated like a download).
+    ``download`` fetches the real URLs (or ``mirror``'s copies), ``local`` takes a
+    copy the user already has in ``local_dir`` (validated like a download).
     """
 
     source: Literal["generated", "download", "local"] = "generated"
     local_dir: str | None = None
+    mirror: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] | None = None
+    """For ``download``: a base URL serving the files in ``local_dir``'s layout, fetched instead
+    of the public URLs (an institutional mirror; tests point it at a loopback server)."""
 
     @model_validator(mode="after")
     def _local_needs_dir(self) -> DataSource:
         if self.source == "local" and not self.local_dir:
             raise ValueError("source 'local' needs local_dir: the directory holding the raw files")
+        if self.mirror is not None and self.source != "download":
+            raise ValueError(f"mirror is only used by source 'download', not {self.source!r}")
         return self
 
 
@@ -192,12 +198,26 @@ class Model(Strict):
 # ------------------------------------------------------------------------ studies
 
 
+def _repeated(values: tuple[str, ...]) -> list[str]:
+    """Names listed more than once, in order of first repetition."""
+    counts = Counter(values)
+    return [v for v in counts if counts[v] > 1]
+
+
 class Study(Strict):
     """What every study has: the models it runs and how its inference is sharded."""
 
     models: tuple[Name, ...] = ()
     shards: PositiveInt = 1
     seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _models_once(self) -> Study:
+        """A model listed twice would be run and counted twice in every summary."""
+        twice = _repeated(self.models)
+        if twice:
+            raise ValueError(f"models: {', '.join(map(repr, twice))} listed more than once")
+        return self
 
 
 ACS_TASKS = ("ACSIncome", "ACSEmployment", "ACSMobility", "ACSTravelTime", "ACSPublicCoverage")
@@ -284,6 +304,9 @@ class Riskscores(Study):
     @model_validator(mode="after")
     def _names_resolve(self) -> Riskscores:
         problems = []
+        twice = _repeated(self.tasks)
+        if twice:
+            problems.append(f"tasks: {', '.join(map(repr, twice))} listed more than once")
         overlap = sorted(set(self.custom_tasks) & set(ACS_TASKS))
         if overlap:
             problems.append(f"custom_tasks: {', '.join(overlap)} is a folktables task name; choose another name")
@@ -670,10 +693,34 @@ def parse_config(raw: dict[str, Any]) -> Config:
         raise ConfigError("invalid config:\n" + "\n".join(lines)) from None
 
 
+class _SafeLoaderNoRepeats(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark, f"key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config file."""
-    with open(path, encoding="utf-8") as f:
-        raw = yaml.safe_load(f) or {}
+    """Read and validate a YAML config file (safe YAML only: no Python tags, no repeated keys).
+
+    Raises:
+        ConfigError: naming the file (and line) or the key path of every problem.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.load(f, Loader=_SafeLoaderNoRepeats) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not a valid config file: {' '.join(str(err).split())}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read the config file: {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a mapping at the top level")
     return parse_config(raw)

@@ -23,6 +23,7 @@ def logged(log_path: str | Path | None) -> Iterator[logging.Logger]:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
     logging.basicConfig(level=logging.INFO, format=FORMAT, handlers=handlers, force=True)
+    logging.captureWarnings(True)  # a metric reported as NA says why in the log, not only on stderr
     logger = logging.getLogger("unsure")
     try:
         yield logger

@@ -28,17 +28,19 @@ TASK_LIST = "tasks.txt"
 """Written last into the SNI raw directory: the task files it holds, one per line."""
 
 
-def obtain_mcqa(benchmark: str, out_dir: str | Path, *, local_dir: str | None) -> None:
+def obtain_mcqa(benchmark: str, out_dir: str | Path, *, local_dir: str | None, mirror: str | None = None) -> None:
     """Put one benchmark's official files into ``out_dir``.
 
     A local copy is ``<local_dir>/<benchmark>/<official file name>`` (for Social
-    IQa and aNLI: the release zip's contents, or the zip itself).
+    IQa and aNLI: the release zip's contents, or the zip itself); a mirror has
+    the same layout under its base URL.
     """
     local = Path(local_dir, benchmark) if local_dir else None
+    mirror = f"{mirror.rstrip('/')}/{benchmark}" if mirror else None
     with atomic_dir(out_dir) as tmp:
         if benchmark == "hellaswag":
             for src in (sources.hellaswag("train"), sources.hellaswag("val")):
-                sources.obtain(src, tmp / src.filename, local_dir=local)
+                sources.obtain(src, tmp / src.filename, local_dir=local, mirror=mirror)
         elif benchmark == "piqa":
             for src in (
                 sources.piqa("train"),
@@ -46,7 +48,7 @@ def obtain_mcqa(benchmark: str, out_dir: str | Path, *, local_dir: str | None) -
                 sources.piqa("valid"),
                 sources.piqa_labels("valid"),
             ):
-                sources.obtain(src, tmp / src.filename, local_dir=local)
+                sources.obtain(src, tmp / src.filename, local_dir=local, mirror=mirror)
         elif benchmark in ("siqa", "anli"):
             archive = sources.social_iqa() if benchmark == "siqa" else sources.anli()
             if local is not None and all((local / name).is_file() for name in MCQA_FILES[benchmark]):
@@ -59,7 +61,7 @@ def obtain_mcqa(benchmark: str, out_dir: str | Path, *, local_dir: str | None) -
                         config_key=archive.config_key,
                     )
             else:
-                zip_path = sources.obtain(archive, tmp / archive.filename, local_dir=local)
+                zip_path = sources.obtain(archive, tmp / archive.filename, local_dir=local, mirror=mirror)
                 sources.extract(archive, zip_path, tmp)
                 zip_path.unlink()
         else:
@@ -69,7 +71,9 @@ def obtain_mcqa(benchmark: str, out_dir: str | Path, *, local_dir: str | None) -
             raise RuntimeError(f"{benchmark}: the obtained files lack {', '.join(missing)}")
 
 
-def obtain_sni(out_dir: str | Path, *, tasks: list[str], ref: str, local_dir: str | None) -> None:
+def obtain_sni(
+    out_dir: str | Path, *, tasks: list[str], ref: str, local_dir: str | None, mirror: str | None = None
+) -> None:
     """Put the official splits and the task files into ``out_dir`` (``tasks/``, ``splits/``).
 
     With no ``tasks`` configured, every task named in the default splits is
@@ -82,14 +86,14 @@ def obtain_sni(out_dir: str | Path, *, tasks: list[str], ref: str, local_dir: st
         src = sources.sni_split(split, ref=ref)
         dest = out / src.filename
         if not _valid(src, dest):
-            sources.obtain(src, dest, local_dir=local_dir)
+            sources.obtain(src, dest, local_dir=local_dir, mirror=mirror)
         names += [line.strip() for line in dest.read_text(encoding="utf-8").splitlines() if line.strip()]
     wanted = tasks or sorted(set(names))
     for i, task in enumerate(wanted):
         src = sources.sni_task(task, ref=ref)
         dest = out / src.filename
         if not _valid(src, dest):
-            sources.obtain(src, dest, local_dir=local_dir)
+            sources.obtain(src, dest, local_dir=local_dir, mirror=mirror)
         if (i + 1) % 100 == 0:
             log.info("SNI: %d of %d task files present", i + 1, len(wanted))
     write_text(out / TASK_LIST, "".join(f"{t}\n" for t in wanted))

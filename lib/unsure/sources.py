@@ -372,10 +372,12 @@ def obtain(
     dest: str | os.PathLike[str],
     *,
     local_dir: str | os.PathLike[str] | None = None,
+    mirror: str | None = None,
     timeout: float = 60,
     retries: int = 3,
 ) -> Path:
-    """Put a valid copy of ``source`` at ``dest``: from ``local_dir`` when set, else download it.
+    """Put a valid copy of ``source`` at ``dest``: from ``local_dir`` when set, else download it
+    (from ``<mirror>/<filename>`` when a mirror is set, the layout of a local copy).
 
     Raises:
         unsure.download.SourceError: with the URL or local path and the config key.
@@ -383,7 +385,7 @@ def obtain(
     if local_dir:
         return copy_local(local_dir, source.filename, dest, validate=source.validate, config_key=source.config_key)
     return fetch(
-        source.url,
+        source.url if mirror is None else f"{mirror.rstrip('/')}/{source.filename}",
         dest,
         validate=source.validate,
         config_key=source.config_key,

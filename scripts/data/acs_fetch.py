@@ -9,5 +9,5 @@ with logged(snakemake.log[0]) as log:
         source = sources.acs_pums_person(p.year, snakemake.wildcards.state.upper(), p.horizon)
     else:
         source = sources.acs_data_dictionary(p.year, p.horizon)
-    sources.obtain(source, snakemake.output[0], local_dir=p.local_dir)
+    sources.obtain(source, snakemake.output[0], local_dir=p.local_dir, mirror=p.mirror)
     log.info("obtained %s", source.key)

@@ -4,4 +4,6 @@ from unsure import sources
 from unsure.logs import logged
 
 with logged(snakemake.log[0]):
-    sources.obtain(sources.provo_norms(), snakemake.output[0], local_dir=snakemake.params.local_dir)
+    sources.obtain(
+        sources.provo_norms(), snakemake.output[0], local_dir=snakemake.params.local_dir, mirror=snakemake.params.mirror
+    )

@@ -5,4 +5,4 @@ from unsure.rawdata import obtain_sni
 
 with logged(snakemake.log[0]):
     p = snakemake.params
-    obtain_sni(snakemake.output[0], tasks=list(p.tasks), ref=p.ref, local_dir=p.local_dir)
+    obtain_sni(snakemake.output[0], tasks=list(p.tasks), ref=p.ref, local_dir=p.local_dir, mirror=p.mirror)

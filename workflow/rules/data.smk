@@ -61,6 +61,7 @@ else:
             year=ACS.year,
             horizon=ACS.horizon,
             local_dir=ACS.local_dir,
+            mirror=ACS.mirror,
         script:
             "../../scripts/data/acs_fetch.py"
 
@@ -75,6 +76,7 @@ else:
             year=ACS.year,
             horizon=ACS.horizon,
             local_dir=ACS.local_dir,
+            mirror=ACS.mirror,
         script:
             "../../scripts/data/acs_fetch.py"
 
@@ -105,6 +107,7 @@ else:
             "../../envs/unsure.yaml"
         params:
             local_dir=CFG.data.provo.local_dir,
+            mirror=CFG.data.provo.mirror,
         script:
             "../../scripts/data/provo_fetch.py"
 
@@ -138,6 +141,7 @@ else:
             tasks=CFG.data.sni.tasks,
             ref=CFG.data.sni.ref,
             local_dir=CFG.data.sni.local_dir,
+            mirror=CFG.data.sni.mirror,
         script:
             "../../scripts/data/sni_fetch.py"
 
@@ -169,6 +173,7 @@ else:
             "../../envs/unsure.yaml"
         params:
             local_dir=CFG.data.mcqa.local_dir,
+            mirror=CFG.data.mcqa.mirror,
         script:
             "../../scripts/data/mcqa_fetch.py"
 

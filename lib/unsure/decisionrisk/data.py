@@ -40,18 +40,26 @@ COLUMNS = ["row_id", "benchmark", "split", "prompt", "choices", "label", "catego
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     items = []
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                items.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}, line {n}: not valid JSON ({err.msg})") from None
+        try:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}, line {n}: not valid JSON ({err.msg})") from None
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text ({err.reason}); the official files are UTF-8") from None
+    if not items:
+        raise ValueError(f"{path}: no instances (an empty file)")
     return items
 
 
 def _read_labels(path: Path) -> list[int]:
-    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason})") from None
     bad = next((i for i, v in enumerate(lines) if not v.lstrip("-").isdigit()), None)
     if bad is not None:
         raise ValueError(f"{path}, line {bad + 1}: label {lines[bad]!r} is not an integer")

@@ -22,9 +22,10 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +54,9 @@ log = logging.getLogger(__name__)
 SPACE_MARKERS = ("", " ", "_", "\u2581", "\u0120", "\u010a")
 """Prefixes under which tokenizers store an answer letter: none, a space,
 SentencePiece's ``▁``, byte-level BPE's ``Ġ`` (space) and ``Ċ`` (newline)."""
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 SAMPLE_CHUNK = 256
 """Samples drawn together from one copy of a context's cache. Fixed, so the
@@ -205,6 +209,13 @@ class HFEngine:
             ctx, cont = self.encode(context), self._tokens(continuation, special=False)
         if not cont:
             raise ValueError(f"{self.model_id}: continuation {continuation!r} encodes to no tokens")
+        tok = self.tokenizer
+        unk = tok.unk_token_id  # GPT-2's is its EOS, which text never encodes to
+        if unk is not None and unk not in (tok.eos_token_id, tok.bos_token_id) and unk in cont:
+            raise ValueError(  # else every unknown word would get the same probability
+                f"{self.model_id}: continuation {continuation!r} holds text the tokenizer does not know "
+                f"(it encodes to the unknown token {tok.unk_token!r}); choose options the vocabulary can spell"
+            )
         return ctx, cont
 
     def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
@@ -311,19 +322,59 @@ class HFEngine:
         return [self._sample_one(req) for req in requests]
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
-        """Greedy free-form replies (chat variants of the numeric question)."""
-        replies = []
-        for prompt in prompts:
-            ids = torch.tensor([self.encode(prompt)])
-            with torch.inference_mode():
-                out = self.model.generate(
-                    ids.to(self.device),
-                    max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    pad_token_id=self.tokenizer.eos_token_id,
-                )
-            replies.append(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
+        """Greedy free-form replies (chat variants of the numeric question).
+
+        Prompts run in token-budget batches of similar length (prompt plus
+        ``max_new_tokens`` per row), left-padded; ``transformers`` derives the
+        position ids from the attention mask, so a reply does not depend on
+        what else is in its batch. Each reply is decoded up to its own EOS.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"{self.model_id}: max_new_tokens must be at least 1, got {max_new_tokens}")
+        contexts = [self.encode(p) for p in prompts]
+        replies: list[str] = [""] * len(contexts)
+        order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
+        for batch in self._batches(order, [len(c) + max_new_tokens for c in contexts]):
+            texts = self._with_backoff(
+                partial(self._generate_batch, max_new_tokens=max_new_tokens), [contexts[i] for i in batch]
+            )
+            for i, text in zip(batch, texts, strict=True):
+                replies[i] = text
         return replies
+
+    def _generate_batch(self, contexts: list[list[int]], *, max_new_tokens: int) -> list[str]:
+        """One left-padded ``model.generate`` call; new tokens up to each row's first stop token."""
+        start = time.perf_counter()
+        width = max(len(c) for c in contexts)
+        pad = self.tokenizer.pad_token_id or self._prefix_id or 0  # any id: the mask hides it
+        ids = torch.full((len(contexts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(contexts), width), dtype=torch.long)
+        for b, ctx in enumerate(contexts):
+            ids[b, width - len(ctx) :] = torch.tensor(ctx)
+            mask[b, width - len(ctx) :] = 1
+        with torch.inference_mode():
+            out = self.model.generate(
+                ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=self.tokenizer.eos_token_id,
+            )
+        stops = self._stop_ids()
+        new_tokens = []
+        for row in out[:, width:].tolist():
+            end = next((j + 1 for j, t in enumerate(row) if t in stops), len(row))
+            new_tokens.append(row[:end])
+        self._count(sum(len(c) for c in contexts) + sum(len(t) for t in new_tokens), start, passes=out.shape[1] - width)
+        texts: list[str] = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        return texts
+
+    def _stop_ids(self) -> set[int]:
+        """The ids on which ``generate`` ends a sequence (what follows them is padding)."""
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            return set()
+        return {int(eos)} if isinstance(eos, int) else {int(e) for e in eos}
 
     def _is_templated(self, prompt: str) -> bool:
         """Whether ``prompt`` came out of the chat template, which already holds every
@@ -429,16 +480,17 @@ class HFEngine:
         """Score packed sequences in token-budget batches of similar length."""
         results: list[PackedResult | None] = [None] * len(items)
         order = sorted(range(len(items)), key=lambda i: -items[i].length)
-        for batch in self._batches(order, items):
+        for batch in self._batches(order, [p.length for p in items]):
             for i, res in zip(batch, self._forward_with_backoff([items[i] for i in batch]), strict=True):
                 results[i] = res
         return [r for r in results if r is not None]
 
-    def _batches(self, order: list[int], items: Sequence[Packed]) -> Iterator[list[int]]:
+    def _batches(self, order: list[int], lengths: Sequence[int]) -> Iterator[list[int]]:
+        """Consecutive runs of ``order`` whose padded size (longest times count) fits the budget."""
         batch: list[int] = []
         longest = 0
         for i in order:
-            n = items[i].length
+            n = lengths[i]
             if batch and (max(longest, n) * (len(batch) + 1) > self.token_budget or len(batch) >= self.max_batch_size):
                 yield batch
                 batch, longest = [], 0
@@ -448,16 +500,20 @@ class HFEngine:
             yield batch
 
     def _forward_with_backoff(self, batch: list[Packed]) -> list[PackedResult]:
+        return self._with_backoff(self._forward, batch)
+
+    def _with_backoff(self, run: Callable[[list[_T]], list[_R]], batch: list[_T]) -> list[_R]:
+        """``run(batch)``; out of memory halves the batch (and the token budget) and retries."""
         try:
-            return self._forward(batch)
-        except torch.OutOfMemoryError:
-            if len(batch) == 1:
+            return run(batch)
+        except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
+            if not _is_out_of_memory(err) or len(batch) == 1:
                 raise
             torch.cuda.empty_cache()
             self.token_budget = max(1, self.token_budget // 2)
             log.warning("out of memory with %d sequences; halving (token budget now %d)", len(batch), self.token_budget)
             half = len(batch) // 2
-            return self._forward_with_backoff(batch[:half]) + self._forward_with_backoff(batch[half:])
+            return self._with_backoff(run, batch[:half]) + self._with_backoff(run, batch[half:])
 
     def _forward(self, batch: list[Packed]) -> list[PackedResult]:
         start = time.perf_counter()
@@ -560,10 +616,15 @@ class HFEngine:
             out.append(logprobs[j, ids].double().cpu().numpy())
         return out
 
-    def _count(self, tokens: int, start: float) -> None:
+    def _count(self, tokens: int, start: float, *, passes: int = 1) -> None:
         self.counters.tokens += tokens
-        self.counters.forward_passes += 1
+        self.counters.forward_passes += passes
         self.counters.seconds += time.perf_counter() - start
+
+
+def _is_out_of_memory(err: RuntimeError) -> bool:
+    """CUDA's typed error, or the plain ``RuntimeError`` older builds and other devices raise."""
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
 
 
 def _pick_prefix(variants: dict[str, list[int | None]], prob: dict[int, float]) -> ChoiceProbs:

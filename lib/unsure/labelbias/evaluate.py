@@ -31,12 +31,17 @@ def explode_scores(scored: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     return out[["task", "row_id", "kind", "gold", "k", "set", "left_out", "probs"]]
 
 
-def _index(gold: pd.Series, labels: Sequence[str]) -> np.ndarray:
+def _index(rows: pd.DataFrame, column: str, labels: Sequence[str]) -> np.ndarray:
+    """Positions of ``rows[column]`` (gold or predicted labels) in the task's label set."""
     lookup = {lab: i for i, lab in enumerate(labels)}
-    bad = ~gold.isin(list(lookup))
+    bad = ~rows[column].isin(list(lookup))
     if bad.any():
-        raise ValueError(f"gold label {gold[bad].iloc[0]!r} is not in the label set {list(labels)}")
-    out: np.ndarray = np.asarray(gold.map(lookup), dtype=np.int64)
+        row = rows[bad].iloc[0]
+        raise ValueError(
+            f"task {row['task']!r}, row_id {row['row_id']!r}: {column} label {row[column]!r} is not in the "
+            f"task's label set {list(labels)} (were the items prepared from another SNI copy?)"
+        )
+    out: np.ndarray = np.asarray(rows[column].map(lookup), dtype=np.int64)
     return out
 
 
@@ -70,7 +75,7 @@ def method_probabilities(
         looc = cal[cal["kind"] == "looc"]
         if len(looc):
             estimates["looc"] = calibration.leave_one_out_estimate(
-                _stack(looc["probs"]), _index(looc["gold"], labels[task])
+                _stack(looc["probs"]), _index(looc, "gold", labels[task])
             )
         for method, p_hat in estimates.items():
             q = p if p_hat is None else calibration.calibrate(p, p_hat)
@@ -105,7 +110,7 @@ def task_metrics(probs: pd.DataFrame, labels: dict[str, Sequence[str]]) -> pd.Da
         labs = labels[str(task)]
         ev = part[part["kind"] == "eval"]
         ho = part[part["kind"] == "heldout"]
-        y, yhat = _index(ev["gold"], labs), _index(ev["pred"], labs)
+        y, yhat = _index(ev, "gold", labs), _index(ev, "pred", labs)
         rows.append(
             {
                 "task": task,
@@ -117,7 +122,7 @@ def task_metrics(probs: pd.DataFrame, labels: dict[str, Sequence[str]]) -> pd.Da
                 "accuracy": metrics.accuracy(y, yhat) if len(ev) else np.nan,
                 "macro_f1": metrics.macro_f1(y, yhat) if len(ev) else np.nan,
                 "rsd": metrics.rsd(y, yhat) if len(ev) else np.nan,
-                "bias_score": metrics.bias_score(_index(ho["gold"], labs), _stack(ho["probs"])) if len(ho) else np.nan,
+                "bias_score": metrics.bias_score(_index(ho, "gold", labs), _stack(ho["probs"])) if len(ho) else np.nan,
             }
         )
     return pd.DataFrame(rows)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from unsure.paths import slug
 from unsure.rawdata import TASK_LIST
 
 NAME_WORDS = ("classification", "detection", "answer_generation")
@@ -84,6 +85,8 @@ def read_task(path: str | os.PathLike[str]) -> SniTask:
             output_language=tuple(raw["Output_language"]),
             instances=pd.DataFrame(rows, columns=["id", "input", "output", "n_outputs"]),
         )
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not an SNI task file (not UTF-8 text: {err.reason} at byte {err.start})") from None
     except (KeyError, IndexError, TypeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: not an SNI task file ({type(err).__name__}: {err})") from None
 
@@ -92,9 +95,16 @@ def task_names(raw_dir: str | os.PathLike[str]) -> list[str]:
     """Tasks present in an SNI raw directory: its ``tasks.txt`` if written, else every task file."""
     root = Path(raw_dir)
     listing = root / TASK_LIST
-    if listing.is_file():
-        return [line.strip() for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return sorted(p.stem for p in (root / "tasks").glob("*.json"))
+    if not listing.is_file():
+        return sorted(p.stem for p in (root / "tasks").glob("*.json"))
+    names = []
+    for lineno, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), start=1):
+        name = line.strip()
+        if name and name != slug(name):  # names become file names (tasks/<name>.json, adapters/<name>)
+            raise ValueError(f"{listing}, line {lineno}: {name!r} is not a task name (one file-safe path component)")
+        if name:
+            names.append(name)
+    return names
 
 
 def read_summaries(path: str | os.PathLike[str] | None) -> dict[str, str]:

@@ -267,6 +267,10 @@ def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None
     words: list[str] = []
     counts: list[int] = []
     seen: dict[tuple[int, int], int] = {}
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); save the file as UTF-8") from None
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():

@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from sklearn.metrics import roc_auc_score
 
-from unsure.riskscores.metrics import ece
+from unsure.riskscores.metrics import auc, ece
 
 RowScorer = Callable[[pd.DataFrame], npt.NDArray[np.float64]]
 """Rows (feature columns) to scores; for LLMs it writes the text and asks the engine."""
@@ -34,14 +33,18 @@ def permuted(rows: pd.DataFrame, column: str, seed: int) -> pd.DataFrame:
 def permutation_importance(
     score: RowScorer, rows: pd.DataFrame, features: Sequence[str], *, seed: int, repeats: int = 1
 ) -> pd.DataFrame:
-    """Per feature: the AUC drop when it is permuted (mean over repeats), and the base AUC."""
+    """Per feature: the AUC drop when it is permuted (mean over repeats), and the base AUC.
+
+    Rows of one class have no AUC: every drop is then NaN (with a warning) and
+    no permutation is scored.
+    """
     y = rows["label"].to_numpy()
-    base = float(roc_auc_score(y, score(rows)))
+    base = auc(y, score(rows), name="permutation importance")
+    if np.isnan(base):
+        return pd.DataFrame({"feature": list(features), "auc_drop": np.nan, "auc": np.nan})
     records = []
     for i, col in enumerate(features):
-        drops = [
-            base - float(roc_auc_score(y, score(permuted(rows, col, seed + 1000 * r + i)))) for r in range(repeats)
-        ]
+        drops = [base - auc(y, score(permuted(rows, col, seed + 1000 * r + i))) for r in range(repeats)]
         records.append({"feature": col, "auc_drop": float(np.mean(drops)), "auc": base})
     return pd.DataFrame(records)
 
@@ -68,7 +71,7 @@ def increasing_evidence(
             {
                 "n_features": len(features),
                 "features": ",".join(features),
-                "auc": float(roc_auc_score(y, s)) if len(np.unique(y)) == 2 else float("nan"),
+                "auc": auc(y, s, name=f"increasing evidence, {len(features)} features"),
                 "ece": ece(y, s),
                 "score_std": float(np.std(s)),
                 "score_mean": float(np.mean(s)),

@@ -20,6 +20,7 @@ candidates are the midpoints between consecutive distinct sample scores
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -31,16 +32,24 @@ Floats = npt.NDArray[np.float64]
 Strategy = Literal["uniform", "quantile"]
 
 
+class UndefinedMetricWarning(UserWarning):
+    """A metric is undefined for these inputs and reported as NaN (e.g. AUC with one class)."""
+
+
 def _check(y: npt.ArrayLike, s: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], Floats]:
-    yy = np.asarray(y, dtype=np.int64)
     ss = np.asarray(s, dtype=np.float64)
-    if yy.shape != ss.shape or yy.ndim != 1:
-        raise ValueError(f"labels and scores must be 1-D of the same length, got {yy.shape} and {ss.shape}")
-    if not np.isin(yy, (0, 1)).all():
-        raise ValueError("labels must be 0 or 1")
-    if not np.isfinite(ss).all() or (ss < 0).any() or (ss > 1).any():
-        raise ValueError("scores must be finite numbers in [0, 1]")
-    return yy, ss
+    yf = np.asarray(y, dtype=np.float64)
+    if yf.shape != ss.shape or yf.ndim != 1:
+        raise ValueError(f"labels and scores must be 1-D of the same length, got {yf.shape} and {ss.shape}")
+    bad = np.flatnonzero(~np.isin(yf, (0, 1)))
+    if len(bad):
+        raise ValueError(f"labels must be 0 or 1; {len(bad)} are not, the first at position {bad[0]}: {yf[bad[0]]}")
+    bad = np.flatnonzero(~np.isfinite(ss) | (ss < 0) | (ss > 1))
+    if len(bad):
+        raise ValueError(
+            f"scores must be finite numbers in [0, 1]; {len(bad)} are not, the first at position {bad[0]}: {ss[bad[0]]}"
+        )
+    return yf.astype(np.int64), ss
 
 
 def bin_edges(s: Floats, n_bins: int, strategy: Strategy) -> Floats:
@@ -113,20 +122,33 @@ def calibration_points(
     }
 
 
-def evaluate(y: npt.ArrayLike, s: npt.ArrayLike, *, threshold: float = 0.5, n_bins: int = 10) -> dict[str, float]:
+def auc(y: npt.ArrayLike, s: npt.ArrayLike, *, name: str = "scores") -> float:
+    """ROC AUC; NaN, with an :class:`UndefinedMetricWarning` naming ``name``, when one class is absent."""
+    yy, ss = _check(y, s)
+    if len(np.unique(yy)) < 2:
+        only = f"every label is {yy[0]}" if len(yy) else "there are no rows"
+        warnings.warn(f"{name}: AUC is undefined ({only}); reported as NaN", UndefinedMetricWarning, stacklevel=2)
+        return float("nan")
+    return float(roc_auc_score(yy, ss))
+
+
+def evaluate(
+    y: npt.ArrayLike, s: npt.ArrayLike, *, threshold: float = 0.5, n_bins: int = 10, name: str = "scores"
+) -> dict[str, float]:
     """Every metric of the study for one set of scores.
 
     ``threshold`` is the fitted one (``accuracy_fitted``); ``accuracy`` always
-    uses 0.5. AUC is NaN when only one class is present.
+    uses 0.5. AUC is NaN when only one class is present (an
+    :class:`UndefinedMetricWarning` naming ``name`` says so); ECE, Brier and
+    the rest are still defined then.
     """
     yy, ss = _check(y, s)
-    both = len(np.unique(yy)) == 2
     return {
         "n": float(len(yy)),
         "ece": ece(yy, ss, n_bins=n_bins),
         "ece_quantile": ece(yy, ss, n_bins=n_bins, strategy="quantile"),
         "brier": float(brier_score_loss(yy, ss, pos_label=1)),
-        "auc": float(roc_auc_score(yy, ss)) if both else float("nan"),
+        "auc": auc(yy, ss, name=name),
         "accuracy": float(accuracy_score(yy, ss >= 0.5)),
         "threshold": float(threshold),
         "accuracy_fitted": float(accuracy_score(yy, ss >= threshold)),

@@ -45,13 +45,29 @@ def metrics_frame(scores: pd.DataFrame) -> pd.DataFrame:
     """One row of :func:`~unsure.riskscores.metrics.evaluate` per (model, task, prompting).
 
     Metrics use the ``eval`` rows; the threshold is fitted on the ``threshold`` rows.
+    A score that is NaN or outside [0, 1] (a failed or unparseable answer) is an
+    error naming the run and its rows: dropping the row would compare models on
+    different rows, and no imputed score is neutral for every metric. An
+    evaluation set of one class has AUC NaN, with a warning.
     """
     records = []
     for key, group in scores.groupby(KEYS, sort=False):
+        name = " / ".join(map(str, key))
+        p = pd.to_numeric(group["p_hat"], errors="coerce")
+        bad = p.isna() | (p < 0) | (p > 1)
+        if bad.any():
+            rows = ", ".join(map(repr, group.loc[bad, "row_id"].head(3)))
+            raise ValueError(
+                f"{name}: {int(bad.sum())} of {len(group)} scores (p_hat) are NaN or outside [0, 1], e.g. "
+                f"row_id {rows}; rerun that inference, or leave the model out of this prompting"
+            )
         ev = group[group["split"] == "eval"]
+        if ev.empty:
+            raise ValueError(f"{name}: no evaluation rows scored")
         fit = group[group["split"] == "threshold"]
         threshold = fit_threshold(fit["label"], fit["p_hat"]) if len(fit) else 0.5
-        records.append(dict(zip(KEYS, key, strict=True)) | evaluate(ev["label"], ev["p_hat"], threshold=threshold))
+        metrics = evaluate(ev["label"], ev["p_hat"], threshold=threshold, name=name)
+        records.append(dict(zip(KEYS, key, strict=True)) | metrics)
     return pd.DataFrame(records)
 
 
@@ -76,7 +92,14 @@ def subgroups_instances(rows: pd.DataFrame, scores: pd.DataFrame, dictionary: Da
     """
     ev = scores[scores["split"] == "eval"]
     people = rows[["task", "row_id", "text", "RAC1P", "SEX", "AGEP"]]
-    out = ev.merge(people, on=["task", "row_id"], how="left", validate="many_to_one")
+    out = ev.merge(people, on=["task", "row_id"], how="left", validate="many_to_one", indicator=True)
+    stray = out[out.pop("_merge") == "left_only"]
+    if len(stray):
+        first = stray.iloc[0]
+        raise ValueError(
+            f"{first['model']} / {first['task']}: {len(stray)} scored rows are not in the task's rows, e.g. "
+            f"row_id {first['row_id']!r} (scores from another run of the task?)"
+        )
     return pd.DataFrame(
         {
             "dataset": out["task"],

@@ -15,6 +15,7 @@ import hashlib
 import operator
 import os
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -253,18 +254,25 @@ def read_person_zip(path: str | os.PathLike[str], columns: Sequence[str]) -> pd.
     A stable ``row_id`` (``ST-SERIALNO-SPORDER``) identifies each person across
     runs, shard counts and states.
     """
-    with zipfile.ZipFile(path) as archive:
-        members = [m for m in archive.namelist() if m.lower().endswith(".csv")]
-        if len(members) != 1:
-            raise ValueError(f"{path}: expected one CSV member in the Census zip, found {members}")
-        with archive.open(members[0]) as f:
-            header = f.readline().decode("ascii").strip().split(",")
-        wanted = list(dict.fromkeys(["SERIALNO", "SPORDER", "ST", *columns]))
-        missing = [c for c in wanted if c not in header]
-        if missing:
-            raise ValueError(f"{path}: the person file lacks column(s) {', '.join(missing)}")
-        with archive.open(members[0]) as f:
-            frame = pd.read_csv(f, usecols=wanted, dtype={"SERIALNO": str}, low_memory=False)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [m for m in archive.namelist() if m.lower().endswith(".csv")]
+            if len(members) != 1:
+                raise ValueError(f"{path}: expected one CSV member in the Census zip, found {members}")
+            with archive.open(members[0]) as f:
+                header = f.readline().decode("ascii").strip().split(",")
+            wanted = list(dict.fromkeys(["SERIALNO", "SPORDER", "ST", *columns]))
+            missing = [c for c in wanted if c not in header]
+            if missing:
+                raise ValueError(f"{path}: the person file lacks column(s) {', '.join(missing)}")
+            with archive.open(members[0]) as f:
+                frame = pd.read_csv(f, usecols=wanted, dtype={"SERIALNO": str}, low_memory=False)
+    except (zipfile.BadZipFile, EOFError, zlib.error) as err:
+        raise ValueError(f"{path}: not a readable Census zip (truncated, or an HTML page?): {err}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: the person file's header is not ASCII text ({err.reason})") from None
+    if frame.empty:
+        raise ValueError(f"{path}: the person file has a header but no records")
     numeric = [c for c in wanted if c != "SERIALNO"]
     frame[numeric] = frame[numeric].apply(pd.to_numeric, errors="coerce").astype(np.float64)
     frame.insert(

@@ -293,11 +293,32 @@ def _label(pool: Pool, frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame.drop(columns="unit").reset_index(drop=True), meta], axis=1)
 
 
+def _warn_empty(pool: Pool, protocol: Protocol) -> None:
+    """Name, once per run, the subgroups a design draws no rows from: they get no estimate (NA in the tables)."""
+    for design in protocol.designs:
+        need = "" if design == "proportional" else f" (fewer than {4 * int(design.removeprefix('equal-'))} rows)"
+        for ds, n in zip(pool.datasets, pool.sizes(design, protocol), strict=True):
+            empty = np.flatnonzero(n == 0)
+            if len(empty):
+                names = pool.units["subgroup"].to_numpy()[ds.unit[0, empty]]
+                shown = ", ".join(map(repr, names[:5])) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                LOG.warning(
+                    "design %s, dataset %r: %d of %d subgroups are empty in every draw%s and get no estimate (NA): %s",
+                    design,
+                    ds.name,
+                    len(empty),
+                    len(n),
+                    need,
+                    shown,
+                )
+
+
 def evaluate(
     prepared: Prepared, protocol: Protocol, *, n_jobs: int = 1
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every repetition (in parallel over ``n_jobs`` workers): estimates, problems, importance."""
     pool = Pool(prepared)
+    _warn_empty(pool, protocol)
     chunks = list(_chunks(protocol.repetitions, max(1, n_jobs) * 4))
     results: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     parallel = Parallel(n_jobs=n_jobs, return_as="generator")
