@@ -1,5 +1,6 @@
-"""The riskscores study end to end on a real SLURM cluster, with an inference job
-cancelled mid-shard: the same numbers as a local run.
+"""The riskscores study end to end on a real SLURM cluster, through three faults:
+an inference job cancelled mid-shard, the controller killed mid-run, and a job
+killed for exceeding its memory. Each ends with the same numbers as a local run.
 
 Needs the single-node cluster of ``slurm/local/cluster.sh start`` (CI starts
 it); skips without one. The profile is the users' ``slurm/``, pointed at the
@@ -8,8 +9,10 @@ local partition only by ``UNSURE_SLURM_PARTITION``.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -100,17 +103,101 @@ def test_riskscores_on_slurm_survives_a_cancelled_shard_and_equals_a_local_run(l
 
 def cancel_mid_shard(root: Path, timeout: float = 900) -> bool:
     """``scancel`` the first inference job seen with a checkpointed chunk but unfinished."""
+    job = job_mid_shard(root, timeout)
+    if job is not None:
+        subprocess.run(["scancel", job], check=True)
+    return job is not None
+
+
+def job_mid_shard(root: Path, timeout: float) -> str | None:
+    """The SLURM id of the first inference job seen with a checkpointed chunk but unfinished."""
     shards = root / "results" / "riskscores" / "scores" / "shards"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for chunk_dir in shards.rglob("*.parquet.chunks"):
             if any(chunk_dir.glob("chunk-*.parquet")) and not chunk_dir.with_suffix("").exists():
-                jobs = subprocess.run(["squeue", "-h", "-o", "%i %k"], capture_output=True, text=True).stdout
                 wildcards = chunk_dir.relative_to(shards).with_suffix("").with_suffix("").parts
-                for line in jobs.splitlines():
-                    job, _, comment = line.partition(" ")
+                for job, comment in queued():
                     if "riskscores_infer" in comment and all(w in comment for w in wildcards):
-                        subprocess.run(["scancel", job], check=True)
-                        return True
+                        return job
         time.sleep(0.5)
-    return False
+    return None
+
+
+def queued() -> list[tuple[str, str]]:
+    """(job id, comment) of every job in the queue; the plugin puts rule and wildcards in the comment."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i %k"], capture_output=True, text=True, check=True).stdout
+    return [(job, comment) for job, _, comment in (line.partition(" ") for line in out.splitlines())]
+
+
+def finished_outputs(root: Path) -> dict[Path, int]:
+    """Result files the controller has recorded as complete, with their modification times."""
+    incomplete_dir = root / ".snakemake" / "incomplete"
+    incomplete = set()
+    for marker in incomplete_dir.rglob("*"):
+        if marker.is_file():
+            encoded = "".join(part.lstrip("@") for part in marker.relative_to(incomplete_dir).parts)
+            incomplete.add(root / base64.urlsafe_b64decode(encoded).decode())
+    return {p: p.stat().st_mtime_ns for p in (root / "results").rglob("*") if p.is_file() and p not in incomplete}
+
+
+def test_killed_controller_rerun_finishes_only_unfinished_work(local_run: Path, tmp_path: Path) -> None:
+    """SIGKILL the controller mid-shard (its lock stays behind, its jobs run on); the same
+    command run again takes over the lock, reruns only what was not finished, and gives
+    the local run's numbers."""
+    root = copy_workflow(tmp_path / "wf")
+    (root / "resources").symlink_to(local_run / "resources")
+    config = slice_config(root)
+    cmd = [SNAKEMAKE, "--profile", "slurm", *STATUS, *FAST_POLLING, "riskscores_all", "--configfile", str(config)]
+    env = {**os.environ, "UNSURE_SLURM_PARTITION": "local"}
+    first = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    caught = job_mid_shard(root, timeout=900)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=60)
+    assert caught is not None, "no inference shard was caught mid-run"
+    assert list((root / ".snakemake" / "locks").glob("*.lock")), "a killed controller should leave its lock"
+    done_before = finished_outputs(root)
+    assert any("scores/baselines" in str(p) for p in done_before), "nothing had finished before the kill"
+    # The killed controller's jobs run on; let them leave the queue (as the README advises).
+    deadline = time.monotonic() + 600
+    while any("riskscores" in comment for _, comment in queued()) and time.monotonic() < deadline:
+        time.sleep(1)
+
+    rerun = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    assert "the controller that held it is no longer running" in rerun.stderr
+    for path, mtime in done_before.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was finished before the kill but was recomputed"
+    want, got = outputs(local_run), outputs(root)
+    assert set(got) == set(want)
+    for name, frame in want.items():
+        if isinstance(frame, str):
+            assert got[name] == frame, name
+        else:
+            pd.testing.assert_frame_equal(got[name], frame, check_exact=False, atol=1e-6, obj=name)
+
+
+def test_job_over_its_memory_is_retried_with_more(local_run: Path, tmp_path: Path) -> None:
+    """One inference shard with the first attempt's memory set below what the job needs:
+    SLURM kills it, Snakemake resubmits it with twice the memory (the profile scales
+    ``mem_mb`` by attempt) and the shard equals the local run's."""
+    root = copy_workflow(tmp_path / "wf")
+    (root / "resources").symlink_to(local_run / "resources")
+    config = slice_config(root)
+    for name in ("persons.parquet", "ACSIncome.parquet"):  # the shard's inputs, as the local run left them
+        target = root / "results" / "riskscores" / "data" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(local_run / "results" / "riskscores" / "data" / name, target)
+    shard = "results/riskscores/scores/shards/tiny-gpt2/ACSIncome/multiple_choice/0.parquet"
+    cmd = [SNAKEMAKE, "--profile", "slurm", *STATUS, *FAST_POLLING, shard, "--configfile", str(config)]
+    env = {**os.environ, "UNSURE_SLURM_PARTITION": "local", "UNSURE_SLURM_MEM_MB": "400"}
+    run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "Finished jobid" in run.stderr and run.stderr.count("riskscores_infer:") == 2, run.stderr[-4000:]
+    assert "mem_mb=400," in run.stderr and "mem_mb=800," in run.stderr
+    slurm_logs = sorted(
+        (root / ".snakemake" / "slurm_logs" / "rule_riskscores_infer").rglob("*.log"), key=lambda p: int(p.stem)
+    )
+    assert len(slurm_logs) == 2
+    assert "exceeded memory limit" in slurm_logs[0].read_text()
+    pd.testing.assert_frame_equal(pd.read_parquet(root / shard), pd.read_parquet(local_run / shard), atol=1e-6)

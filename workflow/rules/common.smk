@@ -6,9 +6,11 @@ naming an undefined model) and by the JSON schema generated from it.
 """
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from unsure.config import ConfigError, parse_config
+from unsure.controller import clear_stale_locks, forget_controller, record_controller
 from unsure.paths import slug
 
 try:
@@ -19,6 +21,26 @@ except ConfigError as err:
 validate(config, "../schemas/config.schema.json")
 
 LOGS = "results/logs"
+
+# A controller killed with SIGKILL leaves its lock behind; the same command run
+# again takes over once that controller is provably gone (unsure.controller).
+if workflow.is_main_process:
+    for lock in clear_stale_locks(".snakemake"):
+        logger.warning(
+            f"removed {lock}: the controller that held it is no longer running"
+        )
+
+
+onstart:
+    record_controller(".snakemake")
+
+
+onsuccess:
+    forget_controller(".snakemake")
+
+
+onerror:
+    forget_controller(".snakemake")
 
 
 def zoo_models_in_use():
@@ -35,3 +57,29 @@ def model_files(name):
 def model_gpus(name):
     """GPUs one inference job of model ``name`` asks the scheduler for."""
     return CFG.models[name].gpus
+
+
+def report_outputs(study, kind, names, labels=None, captions=None):
+    """Every file of ``study``'s tables or figures ``names``, in expand's order,
+    with the CSV (tables) or PNG (figures) flagged for ``snakemake --report``.
+
+    One place, so that every study files its results the same way: category
+    the study, subcategory ``kind``, caption ``workflow/report/<study>/<name>.rst``
+    (``captions[name]`` names another caption), labels the name and then
+    ``labels[name]`` (model, task: what the result is about).
+    """
+    exts = {"tables": ["csv", "md", "tex"], "figures": ["png", "pdf"]}[kind]
+    files = []
+    for name in names:
+        for ext in exts:
+            path = f"results/{study}/{kind}/{name}.{ext}"
+            if ext == exts[0]:
+                path = report(
+                    path,
+                    caption=f"../report/{study}/{(captions or {}).get(name, name)}.rst",
+                    category=study,
+                    subcategory=kind,
+                    labels={kind[:-1]: name, **(labels or {}).get(name, {})},
+                )
+            files.append(path)
+    return files
