@@ -1,0 +1,942 @@
+"""What the paper-scale run costs: jobs, forward tokens, GPU-hours and wall time, computed.
+
+    .venv/bin/python bench/scale.py [--configfile config/config.yaml] [--gpus 8] [--mfu 0.57] [--peak-tflops 989]
+
+So that a cluster request can be sized before the first job is sent. Each
+input comes from where it is true:
+
+* **Jobs** per rule and the GPUs each one asks for: the real DAG, from a
+  Snakemake dry run (``-n --forceall``, run in the repository root; ``--dag``
+  reads a saved dry-run listing instead).
+* **Requests** per model: the configured sizes followed through each inference
+  rule's own code (:func:`model_work` says, per rule, which engine requests the
+  study's code sends and how many tokens each runs through the model). Data
+  sizes the config does not pin are the published sizes of the datasets
+  (named constants below, with their sources).
+* **Tokens per request**: prompts built by the studies' own prompt builders
+  from the raw data in ``resources/data`` (the demo's generated data, or the
+  real downloads on a cluster checkout), counted with the zoo tokenizer
+  (``resources/models/tiny-llama``) and never fewer than
+  :data:`TOKENS_PER_WORD` per word: an upper bound on real English, where the
+  zoo tokenizer gives about twice the tokens of a real vocabulary;
+  ``--tokens-per-word 1.33`` gives the lower figure.
+
+GPU time of a job = (2 x forward tokens + 6 x training tokens) x active
+parameters / (MFU x peak FLOP/s), plus loading the weights; a job that spreads a
+model over g GPUs (``accelerate``'s sequential ``device_map``) holds all g for
+that time. Wall time on N GPUs is at least the GPU-hours over N and at least
+the longest job. Loads no weights but the tokenizers; about 20 s on the
+project's machine, most of it the dry run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from unsure.config import ZOO_DIR, Config, ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+STUDIES = ("riskscores", "nextword", "labelbias", "decisionrisk", "subgroups")
+
+# --------------------------------------------------------------------------- assumptions
+
+TOKENS_PER_WORD = 4 / 3
+"""Floor on tokens per whitespace word (OpenAI's rule of thumb: a token is about 3/4 of an English word with a 50k
+BPE; 32k-256k vocabularies are close to it). The zoo tokenizers are trained on the generated English: on the demo's
+generated sentences they give only ~1.0-1.2 tokens per word, on real English (the ACS dictionary's labels, the real
+Provo, SNI and benchmark files) 2.5-3.2, more than any real tokenizer."""
+CHAT_TOKENS = 32
+"""Tokens a chat template adds around a user turn (Llama-3's header with a system prompt is about this; Gemma,
+Mistral and ChatML add fewer)."""
+MFU = 0.57
+"""Model FLOP utilisation: ``bench/engine.py``'s measured figure for multiple-choice risk scores on the project's
+CPU machine (continuations measured 0.64); no GPU figure has been taken yet."""
+PEAK_TFLOPS = 989.0
+"""H100 SXM, dense bf16."""
+GPU_MEMORY_GB = 80.0
+MEMORY_OVERHEAD = 1.2
+"""Weights (2 bytes per parameter in bf16) plus 20% for activations, KV cache and the CUDA context."""
+LOAD_GB_PER_S = 2.0
+"""Reading safetensors from a cluster file system into GPU memory."""
+TRAIN_FACTOR = 3
+"""A training token costs forward + backward = 3 forward passes (an upper bound for LoRA and for fine-tuning the last
+blocks only, whose backward skips most weight gradients; gradient checkpointing adds back about one forward)."""
+
+PARAMS: dict[str, tuple[float, float]] = {
+    # hub id: (total, active per token) in billions; published sizes (model cards, papers)
+    "google/gemma-2b": (2.51, 2.51),
+    "google/gemma-2b-it": (2.51, 2.51),
+    "google/gemma-7b": (8.54, 8.54),
+    "google/gemma-7b-it": (8.54, 8.54),
+    "mistralai/Mistral-7B-v0.1": (7.24, 7.24),
+    "mistralai/Mistral-7B-Instruct-v0.2": (7.24, 7.24),
+    "mistralai/Mixtral-8x7B-v0.1": (46.7, 12.9),  # two of eight experts per token
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": (46.7, 12.9),
+    "mistralai/Mixtral-8x22B-v0.1": (141.0, 39.0),
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": (141.0, 39.0),
+    "meta-llama/Meta-Llama-3-8B": (8.03, 8.03),
+    "meta-llama/Meta-Llama-3-8B-Instruct": (8.03, 8.03),
+    "meta-llama/Meta-Llama-3-70B": (70.6, 70.6),
+    "meta-llama/Meta-Llama-3-70B-Instruct": (70.6, 70.6),
+    "01-ai/Yi-34B": (34.4, 34.4),
+    "01-ai/Yi-34B-Chat": (34.4, 34.4),
+    "openai-community/gpt2": (0.124, 0.124),
+    "openai-community/gpt2-large": (0.774, 0.774),
+    "bigscience/bloom-7b1": (7.07, 7.07),
+    "meta-llama/Llama-2-7b-hf": (6.74, 6.74),
+    "meta-llama/Llama-2-7b-chat-hf": (6.74, 6.74),
+    "meta-llama/Llama-2-13b-hf": (13.0, 13.0),
+    "meta-llama/Llama-2-13b-chat-hf": (13.0, 13.0),
+    "tiiuae/falcon-7b": (7.22, 7.22),
+    "tiiuae/falcon-7b-instruct": (7.22, 7.22),
+    "tiiuae/falcon-40b": (41.8, 41.8),
+    "tiiuae/falcon-40b-instruct": (41.8, 41.8),
+    "FacebookAI/roberta-large": (0.355, 0.355),
+    "sentence-transformers/nq-distilbert-base-v1": (0.066, 0.066),
+}
+"""FLOPs use the active parameters (Mixtral runs 2 of 8 experts per token); memory and loading use the total."""
+
+# --------------------------------------------------------------------------- data sizes (not in the config)
+
+ACS_POPULATION = {
+    # folktables (Ding et al., NeurIPS 2021): task populations, ACS PUMS 2018 1-Year, all states
+    "ACSIncome": 1_664_500,
+    "ACSEmployment": 3_236_107,
+    "ACSMobility": 620_937,
+    "ACSTravelTime": 1_466_648,
+    "ACSPublicCoverage": 1_138_289,
+}
+PROVO_PASSAGES = 55
+PROVO_POSITIONS = 2_687
+"""Provo Corpus predictability norms (Luke & Christianson 2018, OSF): 55 passages, 2,687 cloze positions."""
+PROVO_RESPONSE_TYPES = 39_794
+"""Distinct (position, response) pairs in the norms: the nextword fine-tuning examples (14.8 per position)."""
+SNI_TASK_INSTANCES = (
+    # Instances of the label-bias study's 279 SUPER-NATURALINSTRUCTIONS classification tasks
+    # (schwartz-lab-NLP/label-bias, splits/classification_tasks/test_tasks_info.csv), sorted.
+    *(400, 400, 433, 478, 496, 497, 498, 500, 500, 504, 592, 597, 629, 661, 683, 699, 709, 723, 732, 750, 773),
+    *(793, 797, 814, 826, 874, 898, 926, 951, 975, 992, 993, 993, 994, 995, 995, 996, 996, 998, 998, 999, 999),
+    *(999, 1000, 1000, 1000, 1000, 1000, 1000, 1029, 1036, 1065, 1079, 1100, 1135, 1160, 1200, 1219, 1337, 1341),
+    *(1450, 1458, 1480, 1481, 1500, 1500, 1526, 1576, 1576, 1577, 1590, 1590, 1731, 1777, 1795, 1797, 1800, 1805),
+    *(1818, 1825, 1879, 1883, 1883, 1917, 1924, 1948, 1964, 1969, 1970, 1985, 1995, 1996, 1998, 2000, 2053, 2076),
+    *(2283, 2305, 2345, 2395, 2476, 2480, 2528, 2529, 2530, 2589, 2602, 2603, 2635, 2648, 2656, 2771, 2855, 2899),
+    *(2925, 2946, 2948, 2997, 2997, 3000, 3000, 3009, 3022, 3079, 3154, 3158, 3169, 3174, 3229, 3354, 3429, 3482),
+    *(3644, 3708, 3716, 3769, 3810, 3837, 3954, 3975, 3983, 3996, 3999, 4000, 4209, 4449, 4464, 4499, 4550, 4580),
+    *(4795, 4837, 4875, 4899, 5000, 5016, 5035, 5060, 5193, 5199, 5200, 5299, 5318, 5376, 5476, 5527, 5565, 5680),
+    *(5745, 5840, 5903, 5912, 5985, 5994, 5994, 5995, 5995, 5997, 6000, 6000, 6011, 6077, 6161, 6162, 6162, 6213),
+    *(6356, 6369, 6370, 6384, 6385, 6392, 6395, 6401, 6430, 6448, 6478, 6486, 6490, 6490, 6491, 6491, 6491, 6492),
+    *(6492, 6493, 6493, 6493, 6493, 6493, 6493, 6493, 6493, 6494, 6494, 6494, 6494, 6494, 6494, 6494, 6495, 6495),
+    *(6495, 6496, 6497, 6497, 6497, 6498, 6498, 6498, 6498, 6498, 6499, 6499, 6499, 6499, 6499, 6499, 6499, 6499),
+    *(6499,),
+    *(6500,) * 38,
+)
+SNI_LABELS = 853 / 279
+"""Mean label-set size of those 279 tasks (same file, ``# Answer Choices``)."""
+MCQA_SIZES = {
+    # official (train, validation) instances and choices per instance: aNLI (ART, Bhagavatula et al. 2020),
+    # HellaSwag (Zellers et al. 2019), PIQA (Bisk et al. 2020), Social IQa (Sap et al. 2019)
+    "anli": (169_654, 1_532, 2),
+    "hellaswag": (39_905, 10_042, 4),
+    "piqa": (16_113, 1_838, 2),
+    "siqa": (33_410, 1_954, 3),
+}
+
+
+class EstimateError(RuntimeError):
+    """The estimate cannot be made; the message names the file, rule or model."""
+
+
+# --------------------------------------------------------------------------- the DAG
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the dry run: its rule, wildcards and the GPUs it asks for."""
+
+    rule: str
+    wildcards: dict[str, str]
+    gpus: int
+
+
+def dry_run(configfile: Path, cwd: Path = REPO) -> tuple[str, float]:
+    """The dry-run listing of every job of the config's DAG, and how long building it took (seconds)."""
+    snakemake = Path(sys.executable).with_name("snakemake")
+    exe = str(snakemake) if snakemake.exists() else shutil.which("snakemake")
+    if exe is None:
+        raise EstimateError("snakemake not found next to this Python or on PATH (use --dag FILE)")
+    start = time.perf_counter()
+    out = subprocess.run(
+        [exe, "-n", "--forceall", "--nolock", "--configfile", str(configfile)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - start
+    if out.returncode != 0:
+        raise EstimateError(f"the dry run of {configfile} failed:\n{(out.stdout + out.stderr)[-3000:]}")
+    return out.stdout + out.stderr, seconds
+
+
+def job_counts(listing: str) -> dict[str, int]:
+    """The "Job stats" table of a dry run: jobs per rule (as ``tests/workflow_helpers.jobs`` reads it)."""
+    lines = listing.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("job ")), None)
+    if start is None:
+        raise EstimateError("the dry-run output has no job stats table")
+    counts: dict[str, int] = {}
+    for line in lines[start + 2 :]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+_RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) ([A-Za-z0-9_]+):$")
+
+
+def parse_dag(listing: str) -> list[Job]:
+    """Every job of a dry-run listing, checked against its job stats table."""
+    jobs: list[Job] = []
+    rule: str | None = None
+    wildcards: dict[str, str] = {}
+    gpus = 0
+    for line in listing.splitlines():
+        head = _RULE.match(line)
+        if head:
+            if rule is not None:
+                jobs.append(Job(rule, wildcards, gpus))
+            rule, wildcards, gpus = head.group(1), {}, 0
+            continue
+        text = line.strip()
+        if rule is not None and text.startswith("wildcards: "):
+            pairs = (item.partition("=") for item in text.removeprefix("wildcards: ").split(", "))
+            wildcards = {key: value for key, _, value in pairs}
+        elif rule is not None and text.startswith("resources: "):
+            found = re.search(r"(?:^|, )gpu=(\d+)", text.removeprefix("resources: "))
+            gpus = int(found.group(1)) if found else 0
+    if rule is not None:
+        jobs.append(Job(rule, wildcards, gpus))
+    counts = job_counts(listing)
+    parsed: dict[str, int] = defaultdict(int)
+    for job in jobs:
+        parsed[job.rule] += 1
+    total = counts.pop("total", None)
+    if dict(parsed) != counts or (total is not None and total != len(jobs)):
+        raise EstimateError(f"the dry-run listing has {len(jobs)} jobs but its job stats say {total}: cannot parse it")
+    return jobs
+
+
+def study_of(rule: str) -> str:
+    prefix = rule.split("_")[0]
+    return prefix if prefix in STUDIES else "data, models"
+
+
+# --------------------------------------------------------------------------- tokens per request
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Mean tokens per request part, measured on prompts the studies' own code builds."""
+
+    risk_mc: dict[str, float]
+    """Per task: a multiple-choice prompt (one option order, the configured few-shot examples)."""
+    risk_numeric: dict[str, float]
+    risk_plain: dict[str, float]
+    """Per task: a multiple-choice prompt without few-shot examples (importance, evidence)."""
+    risk_evidence: dict[str, float]
+    """Per task: the mean over increasing-evidence steps of the prompt with that step's features."""
+    provo_context: float
+    provo_sample: float
+    """Tokens one word sample runs: the word (with its space) and the token after it that ends it."""
+    provo_single: float
+    provo_list: float
+    sni_context: dict[int, float]
+    """Per k: the SNI prompt with k demonstrations."""
+    sni_label: float
+    mcqa_prompt: dict[str, float] = field(default_factory=dict)
+    mcqa_choice: dict[str, float] = field(default_factory=dict)
+    mcqa_verbal: dict[str, float] = field(default_factory=dict)
+    mcqa_pair: dict[str, float] = field(default_factory=dict)
+    """Per benchmark: encoder tokens per (prompt, choice) pair, padded to the longest of a batch of 16 instances."""
+    source: str = ""
+
+
+Counter = Callable[..., np.ndarray]
+
+
+def token_counter(tokenizer: Any, per_word: float | None = None) -> Counter:
+    """``count(texts, special=True)``: tokens per text, at least :data:`TOKENS_PER_WORD` per word.
+
+    With ``per_word``, exactly that many tokens per word instead (no tokenizer): the figure a real
+    32k-256k vocabulary gives on real English, where the zoo tokenizers give about twice as many.
+    """
+
+    def count(texts: Iterable[str], special: bool = True) -> np.ndarray:
+        texts = list(texts)
+        words = np.array([len(t.split()) for t in texts], dtype=np.float64)
+        if per_word is not None or not texts:
+            return (per_word or 0.0) * words
+        ids = tokenizer(texts, add_special_tokens=special)["input_ids"]
+        return np.maximum(np.array([len(i) for i in ids], dtype=np.float64), TOKENS_PER_WORD * words)
+
+    return count
+
+
+def _evenly(frame: pd.DataFrame, n: int) -> pd.DataFrame:
+    """At most ``n`` rows spread evenly over the frame (the sample does not depend on file order tricks)."""
+    if len(frame) <= n:
+        return frame
+    return frame.iloc[np.linspace(0, len(frame) - 1, n).astype(int)]
+
+
+def _need(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise EstimateError(
+            f"{path}: missing ({what}). Prompt lengths are measured on the raw data and the zoo tokenizers in "
+            "resources/ (`make demo` builds them) or on what --data and --tokenizer name"
+        )
+    return path
+
+
+def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[str, dict[str, float]]:
+    from unsure.riskscores.analysis import evidence_steps
+    from unsure.riskscores.dictionary import read_dictionary
+    from unsure.riskscores.prompts import Shot, build_prompt
+    from unsure.riskscores.tasks import FOLKTABLES, person_columns, read_person_zip, task_from_spec
+    from unsure.riskscores.text import frame_text
+
+    acs, study = cfg.data.acs, cfg.studies.riskscores
+    raw = data / "acs" / "raw" / str(acs.year) / acs.horizon
+    year_part = str(acs.year) if acs.horizon == "1-Year" else f"{acs.year - 4}-{acs.year}"
+    dictionary = read_dictionary(_need(raw / f"PUMS_Data_Dictionary_{year_part}.csv", "ACS data dictionary"))
+    zips = sorted(_need(raw, "ACS person files").glob("csv_p*.zip"), key=lambda p: p.stat().st_size)
+    if not zips:
+        raise EstimateError(f"{raw}: no ACS person zip (csv_p<state>.zip)")
+    persons = read_person_zip(zips[0], person_columns(study.custom_tasks.values(), [study.subgroup_column]))
+    out: dict[str, dict[str, float]] = {"mc": {}, "numeric": {}, "plain": {}, "evidence": {}}
+    for name in study.tasks:
+        spec = study.custom_tasks.get(name)
+        task = task_from_spec(name, spec.model_dump() if spec else None, dictionary)
+        rows = persons[task.population(persons)]
+        if len(rows) < 10 and spec is not None and spec.based_on:  # a filter this state zip does not meet
+            rows = persons[FOLKTABLES[spec.based_on].population(persons)]
+        rows = _evenly(rows, sample)
+        if rows.empty:
+            raise EstimateError(f"{zips[0]}: no person record in task {name}'s population to build prompts from")
+        texts = frame_text(rows, task.features, dictionary).tolist()
+        shots = [Shot(texts[i % len(texts)], i % 2) for i in range(study.few_shot)]
+        kinds = {"mc": ("multiple_choice", shots), "numeric": ("numeric", shots), "plain": ("multiple_choice", [])}
+        for key, (kind, examples) in kinds.items():
+            prompts = [build_prompt(task, t, kind, 0, year=acs.year, shots=examples) for t in texts]
+            out[key][name] = float(count(prompts).mean())
+        few = rows.head(max(1, len(rows) // 4))  # a prompt per step and row: a quarter of the rows is plenty
+        steps = [frame_text(few, features, dictionary) for features in evidence_steps(task.features)]
+        out["evidence"][name] = float(
+            np.mean(
+                [count(build_prompt(task, t, "multiple_choice", 0, year=acs.year) for t in s).mean() for s in steps]
+            )
+        )
+    return out
+
+
+def _provo_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[str, float]:
+    from unsure.nextword.data import read_norms
+    from unsure.nextword.inference import CHAT_LIST, CHAT_SINGLE
+
+    positions = _evenly(
+        read_norms(_need(data / "provo" / "raw" / "Provo_Corpus-Predictability_Norms.csv", "Provo")), sample
+    )
+    contexts = positions["context"].astype(str).tolist()
+    n = cfg.studies.nextword.n_samples
+    return {
+        "context": float(count(contexts).mean()),
+        "sample": float(count((" " + str(w) for w in positions["corpus_word"]), special=False).mean() + 1),
+        "single": float(count(CHAT_SINGLE.format(context=c) for c in contexts).mean()),
+        "list": float(count(CHAT_LIST.format(context=c, n=n) for c in contexts).mean()),
+    }
+
+
+def _sni_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> tuple[dict[int, float], float]:
+    from unsure.labelbias.prompts import item_context
+    from unsure.labelbias.scoring import continuation
+    from unsure.labelbias.tasks import draw_instances, read_task, rejection, task_names
+
+    lb = cfg.studies.labelbias
+    root = _need(data / "sni" / "raw", "SNI tasks")
+    ks = sorted({*lb.shots, *(lb.lora.shots if lb.lora.enabled else ())})
+    contexts: dict[int, list[str]] = {k: [] for k in ks}
+    labels: list[str] = []
+    names = task_names(root)
+    for name in [names[i] for i in sorted(set(np.linspace(0, len(names) - 1, min(len(names), 40)).astype(int)))]:
+        task = read_task(_need(root / "tasks" / f"{name}.json", "an SNI task listed in tasks.txt"))
+        needed = lb.min_eval_instances + lb.n_heldout + lb.n_pool
+        if rejection(task, summary="", min_instances=needed, max_labels=lb.max_labels):
+            continue
+        drawn = draw_instances(task, n_eval=lb.n_eval, n_heldout=lb.n_heldout, n_pool=lb.n_pool, seed=lb.seed)
+        pool = list(drawn.loc[drawn["split"] == "pool", ["input", "gold"]].itertuples(index=False, name=None))
+        inputs = drawn.loc[drawn["split"] == "eval", "input"].head(max(1, sample // 10)).tolist()
+        for k in ks:
+            contexts[k] += [item_context(task.definition, pool, x, min(k, len(pool)), 0) for x in inputs]
+        labels += [continuation(label) for label in task.labels]
+    if not labels:
+        raise EstimateError(f"{root}: no task passes the label-bias filter with the config's sizes")
+    return {k: float(count(v).mean()) for k, v in contexts.items()}, float(count(labels, special=False).mean())
+
+
+def _mcqa_lengths(
+    cfg: Config, data: Path, count: Counter, encoder_tokenizer: Any, sample: int
+) -> dict[str, dict[str, float]]:
+    from unsure.decisionrisk.confidences import verbal_prompt
+    from unsure.decisionrisk.data import load_benchmark
+
+    dr = cfg.studies.decisionrisk
+    out: dict[str, dict[str, float]] = {"prompt": {}, "choice": {}, "verbal": {}, "pair": {}}
+    for b in dr.benchmarks:
+        frame = _evenly(load_benchmark(_need(data / "mcqa" / "raw" / b, f"{b} files"), b, "val"), sample)
+        prompts, choices = frame["prompt"].tolist(), [list(c) for c in frame["choices"]]
+        out["prompt"][b] = float(count(prompts).mean())
+        out["choice"][b] = float(count((" " + c for cs in choices for c in cs), special=False).mean())
+        out["verbal"][b] = float(count(verbal_prompt(p, c) for p, c in zip(prompts, choices, strict=True)).mean())
+        if encoder_tokenizer is not None:
+            first = [p for p, cs in zip(prompts, choices, strict=True) for _ in cs]
+            second = [c for cs in choices for c in cs]
+            enc = encoder_tokenizer(first, second, truncation="longest_first", max_length=dr.finetune.max_length)
+            per_row = np.array([len(i) for i in enc["input_ids"]]).reshape(len(prompts), -1).max(axis=1)
+            batches = [per_row[i : i + 16].max() for i in range(0, len(per_row), 16)]
+            out["pair"][b] = float(np.mean(batches))
+    return out
+
+
+def measure(
+    cfg: Config,
+    data: Path,
+    tokenizer: Any,
+    encoder_tokenizer: Any = None,
+    *,
+    sample: int = 200,
+    per_word: float | None = None,
+    source: str = "",
+) -> Lengths:
+    """Tokens per request part of every configured study, on prompts built from the raw data under ``data``."""
+    count = token_counter(tokenizer, per_word)
+    risk = _risk_lengths(cfg, data, count, sample) if cfg.studies.riskscores.models else {}
+    provo = _provo_lengths(cfg, data, count, sample) if cfg.studies.nextword.models else {}
+    sni, label = _sni_lengths(cfg, data, count, sample) if cfg.studies.labelbias.models else ({}, 0.0)
+    mcqa = (
+        _mcqa_lengths(cfg, data, count, encoder_tokenizer, sample)
+        if cfg.studies.decisionrisk.models or cfg.studies.decisionrisk.encoder
+        else {}
+    )
+    return Lengths(
+        risk_mc=risk.get("mc", {}),
+        risk_numeric=risk.get("numeric", {}),
+        risk_plain=risk.get("plain", {}),
+        risk_evidence=risk.get("evidence", {}),
+        provo_context=provo.get("context", 0.0),
+        provo_sample=provo.get("sample", 0.0),
+        provo_single=provo.get("single", 0.0),
+        provo_list=provo.get("list", 0.0),
+        sni_context=sni,
+        sni_label=label,
+        mcqa_prompt=mcqa.get("prompt", {}),
+        mcqa_choice=mcqa.get("choice", {}),
+        mcqa_verbal=mcqa.get("verbal", {}),
+        mcqa_pair=mcqa.get("pair", {}),
+        source=source or str(data),
+    )
+
+
+# --------------------------------------------------------------------------- requests per model
+
+
+@dataclass(frozen=True)
+class Work:
+    """What the jobs of one rule for one model (and ``match``'s wildcard values) run through the model, in total.
+
+    ``tokens`` go forward only; ``train_tokens`` forward and backward; ``loads``
+    counts ``from_pretrained`` calls; API models count ``requests`` instead.
+    """
+
+    study: str
+    rule: str
+    model: str
+    match: dict[str, str]
+    tokens: float = 0.0
+    train_tokens: float = 0.0
+    loads: int = 0
+    api: bool = False
+    requests: float = 0.0
+
+
+def task_features(cfg: Config, task: str) -> tuple[str, ...]:
+    """A riskscores task's features, without reading the data dictionary."""
+    from unsure.riskscores.tasks import FOLKTABLES
+
+    spec = cfg.studies.riskscores.custom_tasks.get(task)
+    if spec is None:
+        return tuple(FOLKTABLES[task].features)
+    return tuple(spec.features or FOLKTABLES[str(spec.based_on)].features)
+
+
+def _riskscores(cfg: Config, L: Lengths) -> list[Work]:
+    from unsure.riskscores.analysis import evidence_steps
+
+    study, out = cfg.studies.riskscores, []
+    orders = 2 if study.both_orders else 1
+    for m in study.models:
+        entry = cfg.models[m]
+        api, chat = entry.backend == "openai", CHAT_TOKENS if entry.instruct else 0
+        for t in study.tasks:
+            rows = min(study.n_eval, ACS_POPULATION.get(t, study.n_eval)) + study.threshold_rows
+            for p in study.prompting:
+                if p == "multiple_choice":  # one forward pass per prompt and order, one position read
+                    tokens, requests = rows * orders * (L.risk_mc[t] + chat), rows * orders
+                else:  # two greedy digit steps, each a fresh pass over the whole prompt (no cache kept)
+                    tokens = rows * (2 * (L.risk_numeric[t] + chat) + 1)
+                    requests = rows * (1 if entry.instruct else 2)  # chat APIs: one free-form reply
+                match = {"rs_model": m, "rs_task": t, "rs_prompting": p}
+                out.append(_work("riskscores", "riskscores_infer", m, match, api, tokens, requests, study.shards))
+            n = min(study.importance.rows, study.n_eval)
+            if m in study.analysis_models("importance") and t in study.analysis_tasks("importance"):
+                scorings = n * (1 + len(task_features(cfg, t))) * orders  # unpermuted, then each feature permuted
+                match = {"rs_model": m, "rs_task": t}
+                tokens = scorings * (L.risk_plain[t] + chat)
+                out.append(_work("riskscores", "riskscores_importance", m, match, api, tokens, scorings, 1))
+            n = min(study.evidence.rows, study.n_eval)
+            if m in study.analysis_models("evidence") and t in study.analysis_tasks("evidence"):
+                scorings = n * len(evidence_steps(task_features(cfg, t))) * orders
+                match = {"rs_model": m, "rs_task": t}
+                tokens = scorings * (L.risk_evidence[t] + chat)
+                out.append(_work("riskscores", "riskscores_evidence", m, match, api, tokens, scorings, 1))
+    return out
+
+
+def _work(
+    study: str, rule: str, model: str, match: dict[str, str], api: bool, tokens: float, requests: float, loads: int
+) -> Work:
+    if api:
+        return Work(study, rule, model, match, api=True, requests=requests)
+    return Work(study, rule, model, match, tokens=tokens, loads=loads)
+
+
+def _nextword(cfg: Config, L: Lengths) -> list[Work]:
+    study, out = cfg.studies.nextword, []
+    positions = PROVO_POSITIONS * (len(study.passages) / PROVO_PASSAGES if study.passages else 1)
+    per_position_words = PROVO_RESPONSE_TYPES / PROVO_POSITIONS
+    for m in study.models:
+        entry = cfg.models[m]
+        api = entry.backend == "openai"
+        n = study.n_samples_large if m in study.large_models else study.n_samples
+        calls = math.ceil(n / 128)  # the API's n is at most 128 per request
+        modes = list(study.chat_modes) if entry.instruct else [f"t{t:g}" for t in study.temperatures]
+        for mode in modes:
+            # Word sampling: the context once, its cache copied, ~n x (word + 1) decoding steps.
+            if mode == "single":
+                tokens, requests = positions * (L.provo_single + CHAT_TOKENS + n * L.provo_sample), positions * calls
+            elif mode == "list":  # one greedy reply of at most 4n + 16 tokens (an upper bound)
+                tokens, requests = positions * (L.provo_list + CHAT_TOKENS + 4 * n + 16), positions
+            else:
+                tokens, requests = positions * (L.provo_context + n * L.provo_sample), positions * calls
+            match = {"model": m, "mode": mode}
+            out.append(_work("nextword", "nextword_sample", m, match, api, tokens, requests, study.shards))
+        if m in study.biased_models:
+            nucleus = len(study.nucleus) * study.nucleus_samples + 1  # nucleus samples and the greedy word
+            # support: at most every sample distinct, plus the corpus word and the human responses
+            support = n + nucleus + 1 + per_position_words
+            contexts = len(study.nucleus) + 2  # one cache per nucleus p and for greedy, one scoring pass
+            tokens = positions * (contexts * L.provo_context + (nucleus + support) * L.provo_sample)
+            out.append(_work("nextword", "nextword_biased", m, {"model": m}, api, tokens, 0, study.shards))
+        if m in study.token_models:
+            out.append(_work("nextword", "nextword_tokens", m, {"model": m}, api, positions * L.provo_context, 0, 1))
+    ft = study.finetune
+    if ft.model is not None:
+        first, last = ft.passages
+        examples = PROVO_RESPONSE_TYPES * (last - first + 1) / PROVO_PASSAGES
+        per_example = L.provo_context + L.provo_sample
+        n = ft.n_samples
+        for fold in range(ft.folds):
+            train, held = examples * (ft.folds - 1) / ft.folds, examples / ft.folds
+            held_positions = PROVO_POSITIONS * (last - first + 1) / PROVO_PASSAGES / ft.folds
+            out.append(
+                Work(
+                    "nextword",
+                    "nextword_finetune",
+                    ft.model,
+                    {"fold": str(fold)},
+                    tokens=(train + (ft.epochs + 1) * held) * per_example,  # the loss curves, no gradient
+                    train_tokens=ft.epochs * train * per_example,
+                    loads=1,
+                )
+            )
+            out.append(
+                Work(
+                    "nextword",
+                    "nextword_finetune_sample",
+                    ft.model,
+                    {"fold": str(fold)},
+                    tokens=2 * held_positions * (L.provo_context + n * L.provo_sample),  # before and after
+                    loads=2,
+                )
+            )
+    return out
+
+
+def _labelbias(cfg: Config, L: Lengths) -> list[Work]:
+    from unsure.labelbias.prompts import variants
+
+    study, out = cfg.studies.labelbias, []
+    held, pool = study.n_heldout, study.n_pool
+    kept = [n for n in SNI_TASK_INSTANCES if n >= study.min_eval_instances + held + pool]
+    evals = [min(study.n_eval, n - held - pool) for n in kept]
+    chat = CHAT_TOKENS if study.chat_template else 0
+
+    def request(k: int) -> float:  # a context and all labels as continuations, packed in one sequence
+        return L.sni_context[k] + chat + SNI_LABELS * L.sni_label
+
+    pairs = variants(study.shots, study.demonstration_sets)
+    per_context = sum(evals) + len(kept) * (held + len(study.content_free_inputs) + study.domain_inputs)
+    looc = len(kept) * sum(k * request(k) for k, _ in pairs)  # each demonstration left out once
+    lora = study.lora
+    lora_models = (list(lora.models) or list(study.models)) if lora.enabled else []
+    for m in study.models:
+        api = cfg.models[m].backend == "openai"
+        tokens = per_context * sum(request(k) for k, _ in pairs) + looc
+        requests = per_context * len(pairs) + len(kept) * sum(k for k, _ in pairs)
+        out.append(_work("labelbias", "labelbias_infer", m, {"lb_model": m}, api, tokens, requests, study.shards))
+        if m not in lora_models:
+            continue
+        for k in lora.shots:
+            for s in range(min(study.sets_of(k), lora.demonstration_sets)):
+                example = L.sni_context[k] + chat + L.sni_label
+                out.append(
+                    Work(
+                        "labelbias",
+                        "labelbias_lora",
+                        m,
+                        {"lb_model": m, "lb_k": str(k), "lb_set": str(s)},
+                        tokens=(sum(evals) + len(kept) * held) * request(k),  # scoring with the merged adapter
+                        train_tokens=len(kept) * lora.epochs * lora.n_train * example,
+                        loads=lora.shards + len(kept),  # each job loads the base, then base + adapter per task
+                    )
+                )
+    return out
+
+
+def _decisionrisk(cfg: Config, L: Lengths) -> list[Work]:
+    study, out = cfg.studies.decisionrisk, []
+    benchmarks = list(study.benchmarks) if study.encoder else []
+    copies = 1 + len(study.injections)
+    val = {b: min(study.n_val, MCQA_SIZES[b][1]) * copies for b in benchmarks}
+    for m in study.models:
+        entry = cfg.models[m]
+        tokens = requests = 0.0
+        for b in benchmarks:
+            if entry.backend == "hf":  # every choice a continuation of the prompt, one packed sequence
+                tokens += val[b] * (L.mcqa_prompt[b] + MCQA_SIZES[b][2] * L.mcqa_choice[b])
+            elif not entry.instruct:
+                requests += val[b]  # completions with echo; chat APIs give no log-likelihoods
+            if entry.instruct:  # a confidence per choice: the prompt and a reply of at most max_new_tokens
+                tokens += val[b] * (L.mcqa_verbal[b] + CHAT_TOKENS + study.verbal_max_new_tokens)
+                requests += val[b]
+        api = entry.backend == "openai"
+        out.append(
+            _work("decisionrisk", "decisionrisk_generative", m, {"model": m}, api, tokens, requests, study.shards)
+        )
+    if study.encoder:
+        settings = study.finetune
+        for b in benchmarks:
+            train, _, k = MCQA_SIZES[b]
+            train = min(study.n_train, train)
+            pair = L.mcqa_pair[b]
+            scored = (train + min(study.n_val, MCQA_SIZES[b][1])) * copies  # both splits, injected copies too
+            out.append(
+                Work(
+                    "decisionrisk",
+                    "decisionrisk_encoder",
+                    study.encoder,
+                    {"benchmark": b},
+                    tokens=scored * k * pair,
+                    train_tokens=settings.epochs * train * k * pair,
+                    loads=2,
+                )
+            )
+        texts = sum(
+            (min(study.n_train, MCQA_SIZES[b][0]) + min(study.n_val, MCQA_SIZES[b][1])) * (1 + MCQA_SIZES[b][2])
+            for b in benchmarks
+        )  # every distinct prompt and choice, embedded once
+        mean = np.mean(
+            [(L.mcqa_prompt[b] + MCQA_SIZES[b][2] * L.mcqa_choice[b]) / (1 + MCQA_SIZES[b][2]) for b in benchmarks]
+        )
+        out.append(Work("decisionrisk", "decisionrisk_similarity", study.embedder, {}, tokens=texts * mean, loads=1))
+    return out
+
+
+def model_work(cfg: Config, lengths: Lengths) -> list[Work]:
+    """Every inference and training rule's work, per model (and task, mode, k ...: whatever its jobs share)."""
+    return [
+        *_riskscores(cfg, lengths),
+        *_nextword(cfg, lengths),
+        *_labelbias(cfg, lengths),
+        *_decisionrisk(cfg, lengths),
+    ]
+
+
+# --------------------------------------------------------------------------- costs
+
+
+def parameters(cfg: Config, name: str) -> tuple[float, float]:
+    """(total, active) parameters of a model by config name or hub id: the published table, or a zoo spec."""
+    entry = cfg.models.get(name)
+    model_id = entry.id if entry else name
+    if model_id in PARAMS:
+        total, active = PARAMS[model_id]
+        return total * 1e9, active * 1e9
+    parts = Path(model_id).parts
+    if len(parts) == 3 and "/".join(parts[:2]) == ZOO_DIR and parts[2] in cfg.zoo.models:
+        spec = cfg.zoo.models[parts[2]]
+        n = 12.0 * spec.layers * spec.hidden_size**2 + spec.vocab_size * spec.hidden_size
+        return n, n
+    raise EstimateError(f"no parameter count for model {name!r} (id {model_id!r}): add it to PARAMS in bench/scale.py")
+
+
+def gpus_needed(total_params: float, gpu_memory_gb: float = GPU_MEMORY_GB) -> int:
+    """GPUs one job needs to hold the bf16 weights with :data:`MEMORY_OVERHEAD`."""
+    return max(1, math.ceil(2 * total_params * MEMORY_OVERHEAD / (gpu_memory_gb * 1e9)))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One :class:`Work` on its DAG jobs: how many, GPUs each, and the hours one of them runs."""
+
+    work: Work
+    jobs: int
+    gpus: int
+    job_hours: float
+    flops: float
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.jobs * self.gpus * self.job_hours
+
+
+def costs(
+    cfg: Config,
+    work: Sequence[Work],
+    jobs: Sequence[Job],
+    *,
+    mfu: float = MFU,
+    peak_tflops: float = PEAK_TFLOPS,
+    load_gb_per_s: float = LOAD_GB_PER_S,
+) -> list[Cost]:
+    """Each work item spread evenly over its DAG jobs; fails when the estimate and the DAG disagree."""
+    by_rule: dict[str, list[Job]] = defaultdict(list)
+    for job in jobs:
+        by_rule[job.rule].append(job)
+    out, covered = [], set()
+    for w in work:
+        mine = [j for j in by_rule[w.rule] if all(j.wildcards.get(k) == v for k, v in w.match.items())]
+        if not mine:
+            raise EstimateError(
+                f"the DAG has no {w.rule} job for {w.model} {w.match}: bench/scale.py's model_work no longer "
+                "matches workflow/rules"
+            )
+        covered |= {id(j) for j in mine}
+        total, active = (0.0, 0.0) if w.api else parameters(cfg, w.model)
+        flops = 2 * active * w.tokens + 2 * TRAIN_FACTOR * active * w.train_tokens
+        seconds = flops / (mfu * peak_tflops * 1e12) + w.loads * 2 * total / (load_gb_per_s * 1e9)
+        out.append(Cost(w, len(mine), max(j.gpus for j in mine), seconds / len(mine) / 3600, flops))
+    stray = [j for j in jobs if j.gpus > 0 and id(j) not in covered]
+    if stray:
+        raise EstimateError(
+            f"{len(stray)} GPU jobs have no estimate, e.g. {stray[0].rule} {stray[0].wildcards}: add the rule to "
+            "model_work in bench/scale.py"
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _n(x: float) -> str:
+    """A count in words a reader takes in at a glance: 1.2M, 34B."""
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.0f}"
+
+
+def _h(hours: float) -> str:
+    return f"{hours:,.0f}" if hours >= 10 else f"{hours:.2g}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _tokens(costs: Iterable[Cost]) -> float:
+    return sum(c.work.tokens + c.work.train_tokens for c in costs if not c.work.api)
+
+
+def report(
+    cfg: Config,
+    configfile: str,
+    jobs: Sequence[Job],
+    cost: Sequence[Cost],
+    lengths: Lengths,
+    *,
+    gpu_counts: Sequence[int],
+    mfu: float,
+    peak_tflops: float,
+    gpu_memory_gb: float,
+    dag_seconds: float | None = None,
+    top: int = 10,
+) -> str:
+    """The Markdown tables: per study, per model, API models, CPU model work, wall time, memory check."""
+    gpu = [c for c in cost if c.gpus > 0 and not c.work.api]
+    gpu_hours = sum(c.gpu_hours for c in gpu)
+    built = f", dry run {dag_seconds:.1f} s" if dag_seconds is not None else ""
+    out = [
+        f"Estimate for `{configfile}`: {len(jobs):,} jobs in the DAG{built}. MFU {mfu:.2f}, {peak_tflops:g} TFLOP/s "
+        f"and {gpu_memory_gb:g} GB per GPU; prompt lengths from {lengths.source}.",
+        "",
+    ]
+    rows: list[tuple[str, ...]] = []
+    for study in [*STUDIES, "data, models"]:
+        mine = [j for j in jobs if study_of(j.rule) == study]
+        hours = sum(c.gpu_hours for c in gpu if c.work.study == study)
+        tokens = _tokens(c for c in cost if c.work.study == study)
+        rows.append((study, f"{len(mine):,}", f"{sum(j.gpus > 0 for j in mine):,}", _n(tokens), _h(hours)))
+    n_gpu_jobs = sum(j.gpus > 0 for j in jobs)
+    rows.append(("**total**", f"{len(jobs):,}", f"{n_gpu_jobs:,}", _n(_tokens(cost)), _h(gpu_hours)))
+    out += ["**Per study**", "", _table(("study", "jobs", "GPU jobs", "model tokens", "GPU-hours"), rows), ""]
+
+    by_model: dict[str, list[Cost]] = defaultdict(list)
+    for c in gpu:
+        by_model[c.work.model].append(c)
+    rows = []
+    ranked = sorted(by_model.items(), key=lambda kv: -sum(c.gpu_hours for c in kv[1]))
+    for m, cs in ranked[:top]:
+        total, active = parameters(cfg, m)
+        size = f"{total / 1e9:.3g}B" + (f" ({active / 1e9:.3g}B active)" if active != total else "")
+        hours = sum(c.gpu_hours for c in cs)
+        share = f"{hours / gpu_hours:.0%}" if gpu_hours else "-"
+        rows.append((m, size, str(max(c.gpus for c in cs)), _n(_tokens(cs)), _h(hours), share))
+    rest = [c for _, cs in ranked[top:] for c in cs]
+    if rest:
+        hours = sum(c.gpu_hours for c in rest)
+        share = f"{hours / gpu_hours:.0%}" if gpu_hours else "-"
+        rows.append((f"{len(ranked) - top} more models", "", "", _n(_tokens(rest)), _h(hours), share))
+    header = ("model", "parameters", "GPUs per job", "tokens", "GPU-hours", "share")
+    out += ["**Top models by GPU-hours**", "", _table(header, rows), ""]
+
+    api: dict[tuple[str, str], float] = defaultdict(float)
+    for c in cost:
+        if c.work.api:
+            api[(c.work.model, c.work.study)] += c.work.requests
+    if api:
+        rows = [(m, s, _n(r)) for (m, s), r in sorted(api.items())]
+        out += ["**API models** (no GPU; requests sent)", "", _table(("model", "study", "requests"), rows), ""]
+
+    cpu = [c for c in cost if c.gpus == 0 and not c.work.api and c.flops]
+    if cpu:
+        rows = [(c.work.rule, c.work.model, _n(_tokens([c])), f"{c.flops / 1e12:,.0f}") for c in cpu]
+        out += ["**Model work in jobs that ask for no GPU** (runs on CPU)", ""]
+        out += [_table(("rule", "model", "tokens", "TFLOP"), rows), ""]
+
+    longest = max(gpu, key=lambda c: c.job_hours, default=None)
+    job_hours = longest.job_hours if longest else 0.0
+    rows = []
+    for n in gpu_counts:
+        fits = all(c.gpus <= n for c in gpu)
+        bound = _h(max(gpu_hours / n, job_hours)) if fits else "a job needs more GPUs"
+        rows.append((str(n), _h(gpu_hours / n), _h(job_hours), bound))
+    out += ["**Wall time** (hours; at least the larger of the two bounds)", ""]
+    out += [_table(("GPUs", "GPU-hours / GPUs", "longest job", "wall time at least"), rows)]
+    if longest:
+        what = ", ".join(f"{k}={v}" for k, v in longest.work.match.items())
+        out += ["", f"Longest job: `{longest.work.rule}` ({what}), {longest.gpus} GPUs, {longest.job_hours:.1f} h."]
+
+    checks = []
+    for name in sorted({c.work.model for c in gpu} & set(cfg.models)):
+        total, _ = parameters(cfg, name)
+        need, have = gpus_needed(total, gpu_memory_gb), cfg.models[name].gpus
+        if need != have:
+            gb = 2 * total * MEMORY_OVERHEAD / 1e9
+            checks.append(
+                f"- `{name}`: {gb:.0f} GB (bf16 + 20%) needs {need} x {gpu_memory_gb:g} GB; config `gpus: {have}`"
+            )
+    out += ["", "**Memory check** (GPUs per job: estimate vs the config's `gpus`)", ""]
+    out += checks or ["- every model's `gpus` matches the estimate"]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--configfile", default="config/config.yaml")
+    parser.add_argument("--gpus", type=int, default=8, help="a cluster of this many GPUs (8, 32 and 64 are shown too)")
+    parser.add_argument("--mfu", type=float, default=MFU)
+    parser.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS)
+    parser.add_argument("--gpu-memory-gb", type=float, default=GPU_MEMORY_GB)
+    parser.add_argument("--load-gb-per-s", type=float, default=LOAD_GB_PER_S)
+    parser.add_argument("--data", default="resources/data", help="raw data the prompts are built from")
+    parser.add_argument("--tokenizer", default=f"{ZOO_DIR}/tiny-llama")
+    parser.add_argument("--encoder-tokenizer", default=f"{ZOO_DIR}/tiny-bert")
+    parser.add_argument("--sample", type=int, default=200, help="prompts measured per task or benchmark")
+    parser.add_argument("--top", type=int, default=10, help="models listed by name in the per-model table")
+    parser.add_argument(
+        "--tokens-per-word", type=float, help="count this many tokens per word instead of the zoo tokenizer (e.g. 1.33)"
+    )
+    parser.add_argument("--dag", help="a saved `snakemake -n --forceall` listing instead of running the dry run")
+    args = parser.parse_args(argv)
+    try:
+        configfile = Path(args.configfile)
+        cfg = load_config(configfile if configfile.is_absolute() else REPO / configfile)
+        if args.dag:
+            listing, seconds = Path(args.dag).read_text(encoding="utf-8"), None
+        else:
+            listing, seconds = dry_run(configfile)
+        jobs = parse_dag(listing)
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(_need(REPO / args.tokenizer, "zoo tokenizer")))
+        encoder = AutoTokenizer.from_pretrained(str(_need(REPO / args.encoder_tokenizer, "zoo encoder tokenizer")))
+        data = REPO / args.data
+        demo = any((data / "sni" / "raw" / "tasks").glob("task*_unsure_*.json"))  # the SNI generator's task names
+        counted = f"{args.tokens_per_word:g} tokens per word" if args.tokens_per_word else "the zoo tokenizer"
+        source = f"`{args.data}` ({'the demo' if demo else 'downloaded'} data, {counted})"
+        lengths = measure(
+            cfg, data, tokenizer, encoder, sample=args.sample, per_word=args.tokens_per_word, source=source
+        )
+        work = model_work(cfg, lengths)
+        cost = costs(cfg, work, jobs, mfu=args.mfu, peak_tflops=args.peak_tflops, load_gb_per_s=args.load_gb_per_s)
+    except (ConfigError, EstimateError) as err:
+        print(f"bench/scale.py: {err}", file=sys.stderr)
+        return 2
+    counts = sorted({args.gpus, 8, 32, 64})
+    settings = {"mfu": args.mfu, "peak_tflops": args.peak_tflops, "gpu_memory_gb": args.gpu_memory_gb}
+    text = report(
+        cfg, args.configfile, jobs, cost, lengths, gpu_counts=counts, dag_seconds=seconds, top=args.top, **settings
+    )
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

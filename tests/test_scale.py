@@ -1,0 +1,279 @@
+"""bench/scale.py: jobs, tokens and GPU-hours of a config, checked on configs small enough to count by hand."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from workflow_helpers import REPO
+
+from unsure.config import Config, ZooModel, load_config, parse_config
+
+sys.path.insert(0, str(REPO / "bench"))
+import scale
+
+# ----------------------------------------------------------------------------- a hand-made config
+
+HAND = {
+    "models": {
+        "m7": {"id": "mistralai/Mistral-7B-v0.1"},
+        "chat-api": {"id": "gpt-4o-mini", "backend": "openai", "base_url": "https://api.example/v1",
+                     "instruct": True, "gpus": 0},
+    },
+    "studies": {
+        "riskscores": {
+            "models": ["m7", "chat-api"],
+            "tasks": ["ACSIncome"],
+            "n_eval": 1000,
+            "threshold_rows": 10,
+            "shards": 2,
+            "importance": {"models": ["m7"], "rows": 10},
+            "evidence": {"models": [], "rows": 10},
+        }
+    },
+}  # fmt: skip
+
+
+def lengths(cfg: Config, value: float = 10.0, **risk: float) -> scale.Lengths:
+    """Every length the config's work needs, each ``value`` (riskscores' from ``risk`` when given)."""
+    tasks = cfg.studies.riskscores.tasks
+    lb = cfg.studies.labelbias
+    ks = {*lb.shots, *lb.lora.shots}
+    benchmarks = cfg.studies.decisionrisk.benchmarks
+    return scale.Lengths(
+        risk_mc={t: risk.get("mc", value) for t in tasks},
+        risk_numeric={t: risk.get("numeric", value) for t in tasks},
+        risk_plain={t: risk.get("plain", value) for t in tasks},
+        risk_evidence={t: risk.get("evidence", value) for t in tasks},
+        provo_context=value,
+        provo_sample=value,
+        provo_single=value,
+        provo_list=value,
+        sni_context=dict.fromkeys(ks, value),
+        sni_label=value,
+        mcqa_prompt=dict.fromkeys(benchmarks, value),
+        mcqa_choice=dict.fromkeys(benchmarks, value),
+        mcqa_verbal=dict.fromkeys(benchmarks, value),
+        mcqa_pair=dict.fromkeys(benchmarks, value),
+    )
+
+
+def listing(jobs: list[tuple[str, dict[str, str], int | None]]) -> str:
+    """A dry-run listing in Snakemake's layout, with its job stats table."""
+    out = ["Building DAG of jobs...", "Job stats:", "job    count", "---  -------"]
+    counts: dict[str, int] = {}
+    for rule, _, _ in jobs:
+        counts[rule] = counts.get(rule, 0) + 1
+    out += [f"{rule}    {n}" for rule, n in counts.items()] + [f"total    {len(jobs)}", ""]
+    for rule, wildcards, gpus in jobs:
+        out += ["[Sat Nov 21 11:47:37 2026]", f"{'localrule' if rule == 'all' else 'rule'} {rule}:"]
+        out += ["    output: x", "    jobid: 1", "    reason: Forced execution"]
+        if wildcards:
+            out.append("    wildcards: " + ", ".join(f"{k}={v}" for k, v in wildcards.items()))
+        out.append("    resources: tmpdir=/tmp" + (f", gpu={gpus}" if gpus is not None else ""))
+        out += ["Shell command: None", ""]
+    return "\n".join(out)
+
+
+def hand_dag() -> list[tuple[str, dict[str, str], int | None]]:
+    jobs: list[tuple[str, dict[str, str], int | None]] = []
+    for model, gpus in (("m7", 1), ("chat-api", 0)):
+        for prompting in ("multiple_choice", "numeric"):
+            for shard in ("0", "1"):
+                wc = {"rs_model": model, "rs_task": "ACSIncome", "rs_prompting": prompting, "rs_shard": shard}
+                jobs.append(("riskscores_infer", wc, gpus))
+    jobs.append(("riskscores_importance", {"rs_model": "m7", "rs_task": "ACSIncome"}, 1))
+    jobs.append(("riskscores_importance", {"rs_model": "xgboost", "rs_task": "ACSIncome"}, 0))
+    jobs.append(("riskscores_evidence", {"rs_model": "xgboost", "rs_task": "ACSIncome"}, 0))
+    jobs.append(("riskscores_metrics", {}, None))
+    jobs.append(("all", {}, None))
+    return jobs
+
+
+def test_dry_run_listing_is_read_job_by_job_and_checked_against_its_stats() -> None:
+    jobs = scale.parse_dag(listing(hand_dag()))
+    assert len(jobs) == 13
+    assert jobs[0] == scale.Job(
+        "riskscores_infer",
+        {"rs_model": "m7", "rs_task": "ACSIncome", "rs_prompting": "multiple_choice", "rs_shard": "0"},
+        1,
+    )
+    assert [j.gpus for j in jobs if j.rule in ("riskscores_metrics", "all")] == [0, 0]
+    broken = listing(hand_dag()).replace("riskscores_importance    2", "riskscores_importance    3")
+    with pytest.raises(scale.EstimateError, match="cannot parse"):
+        scale.parse_dag(broken)
+
+
+def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
+    cfg = parse_config(HAND)
+    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50))
+    by = {(w.rule, w.model, w.match.get("rs_prompting")): w for w in work}
+    rows = 1000 + 10  # evaluation rows and the threshold rows
+    mc = by[("riskscores_infer", "m7", "multiple_choice")]
+    assert mc.tokens == rows * 2 * 100 and mc.loads == 2 and not mc.api  # both option orders, one load per shard
+    assert by[("riskscores_infer", "m7", "numeric")].tokens == rows * (2 * 90 + 1)  # the prompt twice, one digit
+    assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * 2 * 80  # ACSIncome has 10 features
+    assert by[("riskscores_infer", "chat-api", "multiple_choice")].requests == rows * 2
+    assert by[("riskscores_infer", "chat-api", "numeric")].requests == rows  # one free-form chat reply
+    assert by[("riskscores_infer", "chat-api", "numeric")].tokens == 0
+    assert len(work) == 5  # no evidence work: its model list is empty
+
+    jobs = scale.parse_dag(listing(hand_dag()))
+    cost = {(c.work.rule, c.work.model, c.work.match.get("rs_prompting")): c for c in
+            scale.costs(cfg, work, jobs, mfu=0.5, peak_tflops=100, load_gb_per_s=1)}  # fmt: skip
+    c = cost[("riskscores_infer", "m7", "multiple_choice")]
+    seconds = 2 * 7.24e9 * 202_000 / (0.5 * 100e12) + 2 * (2 * 7.24e9 / 1e9)  # compute + two loads of 14.48 GB
+    assert (c.jobs, c.gpus) == (2, 1)
+    assert c.job_hours == pytest.approx(seconds / 2 / 3600)
+    assert c.gpu_hours == pytest.approx(seconds / 3600)
+    assert cost[("riskscores_infer", "chat-api", "numeric")].gpu_hours == 0
+
+    text = scale.report(cfg, "hand.yaml", jobs, list(cost.values()), lengths(cfg), gpu_counts=[8], mfu=0.5,
+                        peak_tflops=100, gpu_memory_gb=80)  # fmt: skip
+    assert "| riskscores | 12 | 5 |" in text  # 8 inference, 2 importance, 1 evidence, 1 metrics job
+    assert "| gpt-4o-mini" not in text and "| chat-api | riskscores | 3.03k |" in text
+    assert "every model's `gpus` matches" in text
+
+
+def test_estimate_and_dag_must_agree() -> None:
+    cfg = parse_config(HAND)
+    work = scale.model_work(cfg, lengths(cfg))
+    missing = [j for j in hand_dag() if j[0] != "riskscores_importance"]
+    with pytest.raises(scale.EstimateError, match=r"no riskscores_importance job for m7"):
+        scale.costs(cfg, work, scale.parse_dag(listing(missing)))
+    extra = [*hand_dag(), ("labelbias_infer", {"lb_model": "m7", "lb_shard": "0"}, 1)]
+    with pytest.raises(scale.EstimateError, match=r"1 GPU jobs have no estimate, e\.g\. labelbias_infer"):
+        scale.costs(cfg, work, scale.parse_dag(listing(extra)))
+
+
+def test_memory_check_and_parameter_table() -> None:
+    assert [scale.gpus_needed(p * 1e9) for p in (7.24, 46.7, 70.6, 141)] == [1, 2, 3, 5]
+    assert scale.gpus_needed(70.6e9, gpu_memory_gb=141) == 2
+    cfg = load_config(REPO / "config" / "config.yaml")
+    assert scale.parameters(cfg, "mixtral-8x7b") == (46.7e9, 12.9e9)  # FLOPs use the active 12.9B
+    for name, entry in cfg.models.items():  # every paper model has a size (API models excepted)
+        if entry.backend == "hf":
+            assert scale.parameters(cfg, name)[0] > 0
+    with pytest.raises(scale.EstimateError, match="no parameter count for model 'x'"):
+        scale.parameters(parse_config({"models": {"x": {"id": "org/unknown"}}}), "x")
+
+
+def test_token_counter_never_counts_fewer_than_the_word_floor() -> None:
+    def one_token_each(texts: list[str], add_special_tokens: bool = True) -> dict[str, Any]:
+        return {"input_ids": [[0] for _ in texts]}
+
+    count = scale.token_counter(one_token_each)
+    assert list(count(["a b c", "one two three four five six"])) == [4.0, 8.0]
+    assert list(scale.token_counter(None, per_word=1.5)(["a b", "c"])) == [3.0, 1.5]
+
+
+def test_demo_config_gets_work_for_every_rule_that_runs_a_model() -> None:
+    cfg = load_config(REPO / "config" / "demo.yaml")
+    work = scale.model_work(cfg, lengths(cfg))
+    keys = {(w.rule, w.model, tuple(sorted(w.match.items()))) for w in work}
+    assert ("nextword_sample", "tiny-gpt2", (("mode", "t0.5"), ("model", "tiny-gpt2"))) in keys
+    assert ("nextword_sample", "tiny-llama-chat", (("mode", "list"), ("model", "tiny-llama-chat"))) in keys
+    lora = [w for w in work if w.rule == "labelbias_lora"]
+    assert [(w.model, w.match["lb_k"], w.match["lb_set"]) for w in lora] == [("tiny-llama", "2", "0")]
+    assert {w.rule for w in work} == {
+        "riskscores_infer", "riskscores_importance", "riskscores_evidence", "nextword_sample", "nextword_biased",
+        "nextword_tokens", "nextword_finetune", "nextword_finetune_sample", "labelbias_infer", "labelbias_lora",
+        "decisionrisk_generative", "decisionrisk_encoder", "decisionrisk_similarity",
+    }  # fmt: skip
+    assert all(w.tokens > 0 and not w.api for w in work)
+    assert scale.parameters(cfg, "tiny-llama") == (12 * 2 * 64**2 + 4096 * 64,) * 2  # from the zoo spec
+
+
+# ----------------------------------------------------------------------------- measuring prompts
+
+
+@pytest.fixture(scope="module")
+def generated_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Small raw data in the workflow's layout, from the project's own generators."""
+    from unsure.generate import acs, mcqa, provo, sni
+    from unsure.rawdata import TASK_LIST
+
+    root = tmp_path_factory.mktemp("data")
+    raw = root / "acs" / "raw" / "2018" / "1-Year"
+    raw.mkdir(parents=True)
+    acs.write_state_zip(raw / "csv_pca.zip", state="CA", year=2018, n_rows=600, seed=0)
+    acs.write_data_dictionary(raw / "PUMS_Data_Dictionary_2018.csv", year=2018)
+    (root / "provo" / "raw").mkdir(parents=True)
+    provo.write_norms(root / "provo" / "raw" / "Provo_Corpus-Predictability_Norms.csv", n_passages=2)
+    names = sni.write_tasks(root / "sni" / "raw", n_tasks=3, instances_per_task=400)
+    (root / "sni" / "raw" / TASK_LIST).write_text("".join(f"{n}\n" for n in names))
+    for b in ("anli", "hellaswag", "piqa", "siqa"):
+        mcqa.write_benchmark(root / "mcqa" / "raw" / b, benchmark=b, n_train=10, n_val=40)
+    return root
+
+
+def test_measured_lengths_follow_the_prompt_builders(generated_data: Path) -> None:
+    from unsure import zoo
+
+    texts = zoo.training_texts(seed=0, n_sentences=1000)
+    tok = zoo.train_tokenizer(ZooModel(architecture="llama", vocab_size=800, hidden_size=64, layers=1, heads=4), texts)
+    enc = zoo.train_tokenizer(ZooModel(architecture="bert", vocab_size=800, hidden_size=64, layers=1, heads=4), texts)
+    raw = load_config(REPO / "config" / "demo.yaml").model_dump(mode="json", exclude_none=True)
+    raw["studies"]["riskscores"]["few_shot"] = 2
+    cfg = parse_config(raw)
+    got = scale.measure(cfg, generated_data, tok, enc, sample=30)
+    floor = scale.measure(cfg, generated_data, tok, enc, sample=30, per_word=scale.TOKENS_PER_WORD)
+    for task in cfg.studies.riskscores.tasks:
+        assert got.risk_mc[task] > got.risk_plain[task] > got.risk_evidence[task] > 0  # shots; fewer features
+        assert got.risk_mc[task] >= floor.risk_mc[task]
+    ks = sorted(got.sni_context)
+    assert ks == [0, 2, 4] and all(got.sni_context[a] < got.sni_context[b] for a, b in itertools.pairwise(ks))
+    assert got.provo_single > got.provo_context > 0 and got.provo_sample > 1
+    assert got.provo_context >= floor.provo_context
+    for b in cfg.studies.decisionrisk.benchmarks:
+        assert (
+            got.mcqa_verbal[b] > got.mcqa_prompt[b]
+            and 0 < got.mcqa_pair[b] <= cfg.studies.decisionrisk.finetune.max_length
+        )
+
+
+def test_missing_data_names_the_file(tmp_path: Path) -> None:
+    cfg = load_config(REPO / "config" / "demo.yaml")
+    with pytest.raises(scale.EstimateError, match=r"PUMS_Data_Dictionary_2018\.csv: missing"):
+        scale.measure(cfg, tmp_path, tokenizer=None)
+
+
+# ----------------------------------------------------------------------------- against the real sources
+
+
+def test_published_sizes_match_the_real_files(shared_data: Path) -> None:
+    info = pd.read_csv(shared_data / "sni" / "splits" / "classification_tasks" / "test_tasks_info.csv")
+    assert tuple(sorted(info["# Instances"])) == scale.SNI_TASK_INSTANCES
+    assert info["# Answer Choices"].mean() == pytest.approx(scale.SNI_LABELS)
+    cloze = pd.read_csv(shared_data / "provo" / "provo_human_cloze_long.csv")
+    assert (cloze["text_id"].nunique(), len(cloze[["text_id", "word_num"]].drop_duplicates())) == (
+        scale.PROVO_PASSAGES,
+        scale.PROVO_POSITIONS,
+    )
+    assert len(cloze) == scale.PROVO_RESPONSE_TYPES
+    mcqa = shared_data / "mcqa"
+    one_per_line = {  # validation labels, or items where only the items are here
+        "piqa": mcqa / "piqa" / "valid-labels.lst",
+        "siqa": mcqa / "socialiqa" / "dev-labels.lst",
+        "anli": mcqa / "anli" / "anli_dev_HyKAS.jsonl",
+        "hellaswag": mcqa / "hellaswag" / "hellaswag_val_labels_TEAM.lst",
+    }
+    for b, path in one_per_line.items():
+        assert sum(bool(line.strip()) for line in path.read_text().splitlines()) == scale.MCQA_SIZES[b][1], b
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/demo.yaml"])
+def test_the_real_dag_has_a_job_for_every_estimate_and_an_estimate_for_every_gpu_job(
+    checkout: Path, configfile: str
+) -> None:
+    out, _ = scale.dry_run(Path(configfile), cwd=checkout)
+    jobs = scale.parse_dag(out)
+    cfg = load_config(checkout / configfile)
+    cost = scale.costs(cfg, scale.model_work(cfg, lengths(cfg)), jobs)  # raises on any disagreement
+    assert {c.work.rule for c in cost} >= {j.rule for j in jobs if j.gpus}
+    assert (sum(c.gpu_hours for c in cost) > 0) == (configfile == "config/config.yaml")  # the demo asks for no GPU
