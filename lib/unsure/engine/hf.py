@@ -297,20 +297,20 @@ class HFEngine:
 
     def numeric(self, prompts: Sequence[str], *, steps: int = 2) -> list[float]:
         """folktexts' verbalised probability: the prompt ends in ``0.``; greedily
-        append the likeliest digit token ``steps`` times; read ``0.<digits>``."""
-        vocab = self.tokenizer.get_vocab()
-        digits = sorted(i for tok, i in vocab.items() if tok.isdecimal())
+        append the likeliest digit token ``steps`` times; read ``0.<digits>``.
+
+        Each prompt is encoded once: the later steps feed the chosen digit through
+        the KV cache (see :meth:`_greedy_digits`), in the token-budget batches of
+        :meth:`generate`.
+        """
+        digits = sorted(i for tok, i in self.tokenizer.get_vocab().items() if tok.isdecimal())
         if not digits:
             raise ValueError(f"{self.model_id}: the vocabulary has no digit tokens for numeric answers")
+        if steps < 1:
+            raise ValueError(f"{self.model_id}: numeric answers need steps >= 1, got {steps}")
         contexts = [self.encode(p) for p in prompts]
-        texts = [""] * len(prompts)
-        for _ in range(steps):
-            results = self.run_packed([Packed(ctx, read_ids=digits) for ctx in contexts])
-            for j, res in enumerate(results):
-                best = digits[int(np.argmax(res.read_logprobs))]
-                contexts[j] = [*contexts[j], best]
-                texts[j] += self.tokenizer.convert_ids_to_tokens(best)
-        return [float(f"0.{t}") for t in texts]
+        chosen = self._in_batches(contexts, steps, partial(self._greedy_digits, digits=digits, steps=steps))
+        return [float("0." + "".join(self.tokenizer.convert_ids_to_tokens(ids))) for ids in chosen]
 
     def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
         """The free-form variant: a greedy reply (e.g. to a chat prompt), parsed for a
@@ -332,19 +332,22 @@ class HFEngine:
         if max_new_tokens < 1:
             raise ValueError(f"{self.model_id}: max_new_tokens must be at least 1, got {max_new_tokens}")
         contexts = [self.encode(p) for p in prompts]
-        replies: list[str] = [""] * len(contexts)
-        order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
-        for batch in self._batches(order, [len(c) + max_new_tokens for c in contexts]):
-            texts = self._with_backoff(
-                partial(self._generate_batch, max_new_tokens=max_new_tokens), [contexts[i] for i in batch]
-            )
-            for i, text in zip(batch, texts, strict=True):
-                replies[i] = text
-        return replies
+        return self._in_batches(contexts, max_new_tokens, partial(self._generate_batch, max_new_tokens=max_new_tokens))
 
-    def _generate_batch(self, contexts: list[list[int]], *, max_new_tokens: int) -> list[str]:
-        """One left-padded ``model.generate`` call; new tokens up to each row's first stop token."""
-        start = time.perf_counter()
+    def _in_batches(
+        self, contexts: list[list[int]], new_tokens: int, run: Callable[[list[list[int]]], list[_R]]
+    ) -> list[_R]:
+        """``run`` on token-budget batches of similar length (prompt plus ``new_tokens``
+        per row), longest first, halved on out of memory; results in input order."""
+        results: dict[int, _R] = {}
+        order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
+        for batch in self._batches(order, [len(c) + new_tokens for c in contexts]):
+            results.update(zip(batch, self._with_backoff(run, [contexts[i] for i in batch]), strict=True))
+        return [results[i] for i in range(len(contexts))]
+
+    def _left_padded(self, contexts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ids and attention mask with every context ending in the last column, so the
+        new tokens of all rows line up; on the model's input device."""
         width = max(len(c) for c in contexts)
         pad = self.tokenizer.pad_token_id or self._prefix_id or 0  # any id: the mask hides it
         ids = torch.full((len(contexts), width), pad, dtype=torch.long)
@@ -352,10 +355,17 @@ class HFEngine:
         for b, ctx in enumerate(contexts):
             ids[b, width - len(ctx) :] = torch.tensor(ctx)
             mask[b, width - len(ctx) :] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def _generate_batch(self, contexts: list[list[int]], *, max_new_tokens: int) -> list[str]:
+        """One left-padded ``model.generate`` call; new tokens up to each row's first stop token."""
+        start = time.perf_counter()
+        ids, mask = self._left_padded(contexts)
+        width = ids.shape[1]
         with torch.inference_mode():
             out = self.model.generate(
-                ids.to(self.device),
-                attention_mask=mask.to(self.device),
+                ids,
+                attention_mask=mask,
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 pad_token_id=self.tokenizer.eos_token_id,
@@ -368,6 +378,36 @@ class HFEngine:
         self._count(sum(len(c) for c in contexts) + sum(len(t) for t in new_tokens), start, passes=out.shape[1] - width)
         texts: list[str] = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
         return texts
+
+    def _greedy_digits(self, contexts: list[list[int]], *, digits: list[int], steps: int) -> list[list[int]]:
+        """One left-padded batch of :meth:`numeric`: ``steps`` digit ids per row.
+
+        The prompts run once; each later pass feeds only the digit just chosen,
+        attending to the KV cache. The output projection runs on the last position
+        alone (in float32, soft-capped like every other read). Not ``model.generate``:
+        transformers merges the checkpoint's ``generation_config`` into every call,
+        and its logits processors (e.g. a repetition penalty) would move the argmax.
+        """
+        start = time.perf_counter()
+        ids, mask = self._left_padded(contexts)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        allowed = torch.tensor(digits, device=self._lm_head.weight.device)
+        cache = None
+        chosen = []
+        with torch.inference_mode():
+            for _ in range(steps):
+                out = self.model.base_model(
+                    input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+                )
+                logits = self._logits(out.last_hidden_state[:, -1])
+                ids = allowed[logits[:, allowed].argmax(dim=-1)][:, None].to(self.device)  # ties: lowest id
+                chosen.append(ids)
+                cache = out.past_key_values
+                mask = torch.cat([mask, torch.ones_like(ids)], dim=1)
+                positions = positions[:, -1:] + 1
+        self._count(sum(len(c) for c in contexts) + len(contexts) * (steps - 1), start, passes=steps)
+        best: list[list[int]] = torch.cat(chosen, dim=1).tolist()
+        return best
 
     def _stop_ids(self) -> set[int]:
         """The ids on which ``generate`` ends a sequence (what follows them is padding)."""
