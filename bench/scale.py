@@ -506,8 +506,8 @@ def _riskscores(cfg: Config, L: Lengths) -> list[Work]:
             for p in study.prompting:
                 if p == "multiple_choice":  # one forward pass per prompt and order, one position read
                     tokens, requests = rows * orders * (L.risk_mc[t] + chat), rows * orders
-                else:  # two greedy digit steps, each a fresh pass over the whole prompt (no cache kept)
-                    tokens = rows * (2 * (L.risk_numeric[t] + chat) + 1)
+                else:  # the prompt once, then the first digit through the KV cache
+                    tokens = rows * (L.risk_numeric[t] + chat + 1)
                     requests = rows * (1 if entry.instruct else 2)  # chat APIs: one free-form reply
                 match = {"rs_model": m, "rs_task": t, "rs_prompting": p}
                 out.append(_work("riskscores", "riskscores_infer", m, match, api, tokens, requests, study.shards))

@@ -115,7 +115,7 @@ def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     rows = 1000 + 10  # evaluation rows and the threshold rows
     mc = by[("riskscores_infer", "m7", "multiple_choice")]
     assert mc.tokens == rows * 2 * 100 and mc.loads == 2 and not mc.api  # both option orders, one load per shard
-    assert by[("riskscores_infer", "m7", "numeric")].tokens == rows * (2 * 90 + 1)  # the prompt twice, one digit
+    assert by[("riskscores_infer", "m7", "numeric")].tokens == rows * (90 + 1)  # the prompt once, one cached digit
     assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * 2 * 80  # ACSIncome has 10 features
     assert by[("riskscores_infer", "chat-api", "multiple_choice")].requests == rows * 2
     assert by[("riskscores_infer", "chat-api", "numeric")].requests == rows  # one free-form chat reply
