@@ -19,6 +19,10 @@ DR_MODELS = list(DECISIONRISK.models)
 DR_BENCHMARKS = list(DECISIONRISK.benchmarks) if DR_ENCODER else []
 DR_SHARDS = DECISIONRISK.shards
 DR_TABLES = ["table1", "table2", "verbal_parse"]
+# Which models each table and figure is about, in the report.
+DR_LABELS = {
+    name: {"model": "encoder and all models"} for name in ["table1", "table2", "fig2"]
+} | {"verbal_parse": {"model": "instruct models"}}
 # A zoo path as embedder is built by the zoo rule first.
 DR_EMBEDDER_FILES = (
     [DECISIONRISK.embedder]
@@ -154,9 +158,7 @@ rule decisionrisk_tables:
             f"{DR}/scores/confidences/{{benchmark}}.parquet", benchmark=DR_BENCHMARKS
         ),
     output:
-        expand(
-            f"{DR}/tables/{{table}}.{{ext}}", table=DR_TABLES, ext=["csv", "md", "tex"]
-        ),
+        report_outputs("decisionrisk", "tables", DR_TABLES, DR_LABELS),
     log:
         f"{DR_LOGS}/tables.log",
     conda:
@@ -174,7 +176,7 @@ rule decisionrisk_figures:
     input:
         expand(f"{DR}/scores/decisions/{{benchmark}}.parquet", benchmark=DR_BENCHMARKS),
     output:
-        expand(f"{DR}/figures/fig2.{{ext}}", ext=["png", "pdf"]),
+        report_outputs("decisionrisk", "figures", ["fig2"], DR_LABELS),
     log:
         f"{DR_LOGS}/figures.log",
     conda:

@@ -5,7 +5,7 @@ every item under every k / demonstration-set context) [+ lora (model x k x set
 x part: fine-tune per task, score)] -> evaluate (per model: calibration, metrics)
 -> tables, figures, and the per-instance file for the subgroups study."""
 
-from unsure.labelbias.plots import figure_names, model_table
+from unsure.labelbias.lineup import appendix_pairs, figure_names, model_table
 
 LABELBIAS = CFG.studies.labelbias
 LB = "results/labelbias"
@@ -18,6 +18,11 @@ LB_MODEL_TABLE = model_table(
 )
 LB_FIGURES = figure_names(LB_MODEL_TABLE)
 LB_TABLES = ["tasks", "per_task", "summary"]
+# In the report: the appendix figures (after fig2-fig4), one per (family, size), share a caption.
+LB_APPENDIX = dict(zip(LB_FIGURES[3:], appendix_pairs(LB_MODEL_TABLE)))
+LB_FIGURE_LABELS = {fig: {"model": "all models"} for fig in LB_FIGURES[:3]} | {
+    fig: {"model": f"{family} {size}"} for fig, (family, size) in LB_APPENDIX.items()
+}
 LB_LORA = LABELBIAS.lora
 LB_LORA_MODELS = (
     (list(LB_LORA.models) or LB_MODELS) if LB_LORA.enabled and LB_MODELS else []
@@ -160,9 +165,7 @@ rule labelbias_tables:
         tasks=LB_PREPARED["tasks"],
         metrics=expand(f"{LB}/scores/{{model}}_metrics.parquet", model=LB_MODELS),
     output:
-        expand(
-            f"{LB}/tables/{{table}}.{{ext}}", table=LB_TABLES, ext=["csv", "md", "tex"]
-        ),
+        report_outputs("labelbias", "tables", LB_TABLES),
     log:
         f"{LB_LOGS}/tables.log",
     conda:
@@ -178,7 +181,13 @@ rule labelbias_figures:
         tasks=LB_PREPARED["tasks"],
         metrics=expand(f"{LB}/scores/{{model}}_metrics.parquet", model=LB_MODELS),
     output:
-        expand(f"{LB}/figures/{{fig}}.{{ext}}", fig=LB_FIGURES, ext=["png", "pdf"]),
+        report_outputs(
+            "labelbias",
+            "figures",
+            LB_FIGURES,
+            LB_FIGURE_LABELS,
+            {fig: "fig_family" for fig in LB_APPENDIX},
+        ),
     log:
         f"{LB_LOGS}/figures.log",
     conda:

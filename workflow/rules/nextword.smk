@@ -40,6 +40,19 @@ NW_SYSTEMS = {
 NW_SYSTEMS.update(NW.sample_files)
 # The model every follow-up analysis looks at: the first non-instruct model sampled without bias.
 NW_MAIN = next((m for m, mode in NW_RUNS if mode == "t1"), next(iter(NW_SYSTEMS)))
+# Which systems each table and figure shows, in the report.
+NW_TABLE_LABELS = {
+    "table1": {"model": "all systems"},
+    "table2": {"model": ", ".join(NW.biased_models) or "none configured"},
+    "table3": {"model": NW_MAIN},
+    "table4": {"model": ", ".join(NW.token_models) or "none configured"},
+}
+NW_FIGURE_LABELS = {
+    **{fig: {"model": NW_MAIN} for fig in NW_FIGURES},
+    "fig2": {"model": "all systems"},
+    "appD_tokens": {"model": ", ".join(NW.token_models) or "none configured"},
+    "appF_finetune": {"model": NW.finetune.model or "none configured"},
+}
 NW_NLTK = NW.nltk_data or "resources/nextword/nltk_data"
 NW_VECTORS = (
     NW.word_vectors_path or "resources/nextword/word2vec-google-news-300.bin.gz"
@@ -295,11 +308,7 @@ rule nextword_tables:
         ),
         tokens=[f"{NWR}/tokens/{m}.parquet" for m in NW.token_models],
     output:
-        expand(
-            f"{NWR}/tables/{{table}}.{{ext}}",
-            table=NW_TABLES,
-            ext=["csv", "md", "tex"],
-        ),
+        report_outputs("nextword", "tables", NW_TABLES, NW_TABLE_LABELS),
         tokens=f"{NWR}/scores/token_tvd.parquet",
     log:
         f"{NW_LOGS}/tables.log",
@@ -329,7 +338,7 @@ rule nextword_figures:
         base=expand(f"{NWR}/finetune/fold{{fold}}/base.jsonl", fold=NW_FOLDS),
         tuned=expand(f"{NWR}/finetune/fold{{fold}}/tuned.jsonl", fold=NW_FOLDS),
     output:
-        expand(f"{NWR}/figures/{{fig}}.{{ext}}", fig=NW_FIGURES, ext=["png", "pdf"]),
+        report_outputs("nextword", "figures", NW_FIGURES, NW_FIGURE_LABELS),
     log:
         f"{NW_LOGS}/figures.log",
     conda:

@@ -42,6 +42,42 @@ RS_EVIDENCE = [
     for t in RISK.analysis_tasks("evidence")
     for m in [*RISK.analysis_models("evidence"), "xgboost"]
 ]
+# What each table and figure is about, in the report; one-task figures show the first task.
+RS_TABLE_LABELS = {table: {"task": t} for t, table in zip(RISK.tasks, RS_TABLES)} | {
+    # one task: that task's name, so that the label does not become a report toggle
+    "metrics": {"task": "all tasks" if len(RISK.tasks) > 1 else RISK.tasks[0]}
+}
+RS_ANALYSIS_LABELS = {
+    key: {
+        "task": (
+            "all tasks"
+            if RISK.analysis_tasks(key) == RISK.tasks
+            else ", ".join(RISK.analysis_tasks(key))
+        ),
+        "model": (
+            "all models"
+            if RISK.analysis_models(key) == RISK.models
+            else ", ".join(RISK.analysis_models(key))
+        )
+        + ", XGBoost",
+    }
+    for key in ("importance", "evidence")
+}
+RS_FIGURE_LABELS = {
+    "fig2": {"task": "all tasks", "model": "instruct models"},
+    "fig3": {"task": RISK.tasks[0], "model": "base vs instruct"},
+    "fig4": {"task": RISK.tasks[0], "model": "all models, LR, XGBoost"},
+    "fig5": {"task": RISK.tasks[0], "model": "base vs instruct"},
+    "fig6": {"task": RISK.tasks[0], "model": "all models"},
+    "figA1": {"task": "all tasks", "model": "all models"},
+    "figA2": {"task": "all tasks", "model": "all models"},
+    "figA3": {"task": RISK.tasks[0], "model": "all models"},
+    "figA7": RS_ANALYSIS_LABELS["evidence"],
+    "figA8": RS_ANALYSIS_LABELS["evidence"],
+    "figA9": RS_ANALYSIS_LABELS["importance"],
+}
+# Tables of custom tasks (table_<name>) share one caption.
+RS_TABLE_CAPTIONS = {t: "table_custom" for t in RS_TABLES if t.startswith("table_")}
 # what a job needs of a task: its custom_tasks entry (None for a folktables task)
 RS_SPECS = {
     t: (RISK.custom_tasks[t].model_dump() if t in RISK.custom_tasks else None)
@@ -212,7 +248,7 @@ rule riskscores_metrics:
     output:
         scores=f"{RS}/scores/scores.parquet",
         metrics=f"{RS}/scores/metrics.parquet",
-        table=multiext(f"{RS}/tables/metrics", ".csv", ".md", ".tex"),
+        table=report_outputs("riskscores", "tables", ["metrics"], RS_TABLE_LABELS),
     log:
         f"{RS_LOGS}/metrics.log",
     conda:
@@ -228,8 +264,8 @@ rule riskscores_tables:
     input:
         f"{RS}/scores/metrics.parquet",
     output:
-        expand(
-            f"{RS}/tables/{{table}}.{{ext}}", table=RS_TABLES, ext=["csv", "md", "tex"]
+        report_outputs(
+            "riskscores", "tables", RS_TABLES, RS_TABLE_LABELS, RS_TABLE_CAPTIONS
         ),
     log:
         f"{RS_LOGS}/tables.log",
@@ -252,7 +288,7 @@ rule riskscores_figures:
         ],
         evidence=[f"{RS}/analysis/evidence/{m}/{t}.parquet" for m, t in RS_EVIDENCE],
     output:
-        expand(f"{RS}/figures/{{fig}}.{{ext}}", fig=RS_FIGURES, ext=["png", "pdf"]),
+        report_outputs("riskscores", "figures", RS_FIGURES, RS_FIGURE_LABELS),
     log:
         f"{RS_LOGS}/figures.log",
     conda:

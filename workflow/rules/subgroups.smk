@@ -12,6 +12,12 @@ SG_LOGS = f"{SG}/logs"
 SG_SOURCES = list(type(SUBGROUPS.inputs).model_fields)
 SG_TABLES = ["table1", "table2", "table3", "loco"]
 SG_FIGURES = ["fig1", "fig2", "fig3", "fig4", "fig7"]
+# what each figure is about, in the report (fig1: one model of the first source)
+SG_FIGURE_LABELS = {
+    "fig1": {"source": SG_SOURCES[0]},
+    **{f: {"source": "all sources"} for f in ["fig2", "fig3", "fig4"]},
+    "fig7": {"source": "riskscores"},
+}
 SG_PROTOCOL_KEYS = (
     "repetitions",
     "equal_sizes",
@@ -131,9 +137,7 @@ rule subgroups_tables:
             f"{SG}/scores/{{source}}_importance.parquet", source=SG_SOURCES
         ),
     output:
-        expand(
-            f"{SG}/tables/{{table}}.{{ext}}", table=SG_TABLES, ext=["csv", "md", "tex"]
-        ),
+        report_outputs("subgroups", "tables", SG_TABLES),
     log:
         f"{SG_LOGS}/tables.log",
     conda:
@@ -150,7 +154,7 @@ rule subgroups_figures:
         units=f"{SG}/scores/unit_metrics.parquet",
         estimates=f"{SG}/scores/{SG_SOURCES[0]}_estimates.parquet",
     output:
-        expand(f"{SG}/figures/{{fig}}.{{ext}}", fig=SG_FIGURES, ext=["png", "pdf"]),
+        report_outputs("subgroups", "figures", SG_FIGURES, SG_FIGURE_LABELS),
     log:
         f"{SG_LOGS}/figures.log",
     conda:

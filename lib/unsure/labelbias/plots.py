@@ -10,7 +10,6 @@ instruct side by side.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -20,35 +19,11 @@ import pandas as pd
 import seaborn as sns
 
 from unsure.labelbias.evaluate import METHODS
+from unsure.labelbias.lineup import FIRST_APPENDIX_FIGURE, appendix_pairs
 from unsure.report import save_figure
 
 METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "rsd": "RSD", "bias_score": "BiasScore"}
 METHOD_NAMES = {"none": "no mitigation", "cc": "CC", "dc": "DC", "looc": "LOOC", "lora": "LoRA"}
-FIRST_APPENDIX_FIGURE = 5
-
-
-def model_table(
-    models: list[str], instruct: Mapping[str, bool], families: Mapping[str, tuple[str, str]]
-) -> pd.DataFrame:
-    """``model, family, size, variant`` per model; a model without a family entry is its own family."""
-    rows = []
-    for name in models:
-        family, size = families.get(name, (name, "-"))
-        rows.append(
-            {"model": name, "family": family, "size": size, "variant": "instruct" if instruct[name] else "base"}
-        )
-    return pd.DataFrame(rows, columns=["model", "family", "size", "variant"])
-
-
-def appendix_pairs(models: pd.DataFrame) -> list[tuple[str, str]]:
-    """(family, size) pairs in config order: one appendix figure each."""
-    return list(dict.fromkeys(zip(models["family"], models["size"], strict=True)))
-
-
-def figure_names(models: pd.DataFrame) -> list[str]:
-    """Every figure the study draws, for this set of models."""
-    n = len(appendix_pairs(models))
-    return ["fig2", "fig3", "fig4"] + [f"fig{FIRST_APPENDIX_FIGURE + i}" for i in range(n)]
 
 
 def _long(per_task: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
