@@ -196,8 +196,8 @@ def test_killed_controller_rerun_finishes_only_unfinished_work(local_run: Path, 
 
 def test_job_over_its_memory_is_retried_with_more(local_run: Path, tmp_path: Path) -> None:
     """One inference shard with the first attempt's memory set below what the job needs:
-    SLURM kills it, Snakemake resubmits it with twice the memory (the profile scales
-    ``mem_mb`` by attempt) and the shard equals the local run's."""
+    SLURM kills it, Snakemake resubmits it with more (the profile scales ``mem_mb`` by
+    attempt) and the shard equals the local run's."""
     root = copy_workflow(tmp_path / "wf")
     (root / "resources").symlink_to(local_run / "resources")
     config = slice_config(root)
@@ -210,8 +210,11 @@ def test_job_over_its_memory_is_retried_with_more(local_run: Path, tmp_path: Pat
     env = {**os.environ, "UNSURE_SLURM_PARTITION": "local", "UNSURE_SLURM_MEM_MB": "400"}
     run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stderr[-4000:]
-    assert len(re.findall(r"^rule riskscores_infer:", run.stderr, re.M)) == 2, run.stderr[-4000:]
-    assert "mem_mb=400," in run.stderr and "mem_mb=800," in run.stderr
+    # Each submission's block: the memory asked for grows with the attempt (how many attempts
+    # it takes depends on the job's peak memory, which varies from run to run).
+    submissions = re.split(r"^rule riskscores_infer:$", run.stderr, flags=re.M)[1:]
+    asked = [int(re.search(r"\bmem_mb=(\d+),", block).group(1)) for block in submissions]  # type: ignore[union-attr]
+    assert len(asked) >= 2 and asked == [400 * attempt for attempt in range(1, len(asked) + 1)], asked
     # The plugin keeps the SLURM logs of failed jobs only: the first attempt's says why it died.
     slurm_logs = (root / ".snakemake" / "slurm_logs" / "rule_riskscores_infer").rglob("*.log")
     assert any("exceeded memory limit" in p.read_text() for p in slurm_logs)
