@@ -70,6 +70,22 @@ def outputs(root: Path) -> dict[str, pd.DataFrame | str]:
     return found
 
 
+def slurm_run(root: Path, target: str, **env: str) -> tuple[list[str], dict[str, str]]:
+    """The users' command on the local partition (plus ``env``), for ``target`` of the slice."""
+    cmd = [SNAKEMAKE, "--profile", "slurm", *STATUS, *FAST_POLLING, target, "--configfile", str(slice_config(root))]
+    return cmd, {**os.environ, "UNSURE_SLURM_PARTITION": "local", **env}
+
+
+def assert_same_outputs(got_root: Path, want_root: Path) -> None:
+    want, got = outputs(want_root), outputs(got_root)
+    assert set(got) == set(want)
+    for name, frame in want.items():
+        if isinstance(frame, str):
+            assert got[name] == frame, name
+        else:
+            pd.testing.assert_frame_equal(got[name], frame, check_exact=False, atol=1e-6, obj=name)
+
+
 @pytest.fixture(autouse=True)
 def no_jobs_left_behind() -> Iterator[None]:
     """A failed test must not leave its jobs to run into the next one."""
@@ -93,9 +109,7 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_riskscores_on_slurm_survives_a_cancelled_shard_and_equals_a_local_run(local_run: Path, tmp_path: Path) -> None:
     root = copy_workflow(tmp_path / "wf")
     (root / "resources").symlink_to(local_run / "resources")  # same raw data and models, built once
-    config = slice_config(root)
-    cmd = [SNAKEMAKE, "--profile", "slurm", *STATUS, *FAST_POLLING, "riskscores_all", "--configfile", str(config)]
-    env = {**os.environ, "UNSURE_SLURM_PARTITION": "local"}
+    cmd, env = slurm_run(root, "riskscores_all")
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cancelled = cancel_mid_shard(root)
     out, _ = proc.communicate(timeout=1800)
@@ -104,13 +118,7 @@ def test_riskscores_on_slurm_survives_a_cancelled_shard_and_equals_a_local_run(l
     logs = "\n".join(p.read_text() for p in (root / "results" / "riskscores" / "logs" / "infer").rglob("*.log"))
     assert "chunks resumed" in logs and not all(" (0 of " in line for line in logs.splitlines() if "resumed" in line)
 
-    want, got = outputs(local_run), outputs(root)
-    assert set(got) == set(want)
-    for name, frame in want.items():
-        if isinstance(frame, str):
-            assert got[name] == frame, name
-        else:
-            pd.testing.assert_frame_equal(got[name], frame, check_exact=False, atol=1e-6, obj=name)
+    assert_same_outputs(root, local_run)
 
 
 def cancel_mid_shard(root: Path, timeout: float = 900) -> bool:
@@ -164,9 +172,7 @@ def test_killed_controller_rerun_finishes_only_unfinished_work(local_run: Path, 
     the local run's numbers."""
     root = copy_workflow(tmp_path / "wf")
     (root / "resources").symlink_to(local_run / "resources")
-    config = slice_config(root)
-    cmd = [SNAKEMAKE, "--profile", "slurm", *STATUS, *FAST_POLLING, "riskscores_all", "--configfile", str(config)]
-    env = {**os.environ, "UNSURE_SLURM_PARTITION": "local"}
+    cmd, env = slurm_run(root, "riskscores_all")
     first = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     caught = job_mid_shard(root, timeout=900)
     first.send_signal(signal.SIGKILL)
@@ -185,13 +191,7 @@ def test_killed_controller_rerun_finishes_only_unfinished_work(local_run: Path, 
     assert "the controller that held it is no longer running" in rerun.stderr
     for path, mtime in done_before.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was finished before the kill but was recomputed"
-    want, got = outputs(local_run), outputs(root)
-    assert set(got) == set(want)
-    for name, frame in want.items():
-        if isinstance(frame, str):
-            assert got[name] == frame, name
-        else:
-            pd.testing.assert_frame_equal(got[name], frame, check_exact=False, atol=1e-6, obj=name)
+    assert_same_outputs(root, local_run)
 
 
 def test_job_over_its_memory_is_retried_with_more(local_run: Path, tmp_path: Path) -> None:
@@ -200,14 +200,12 @@ def test_job_over_its_memory_is_retried_with_more(local_run: Path, tmp_path: Pat
     attempt) and the shard equals the local run's."""
     root = copy_workflow(tmp_path / "wf")
     (root / "resources").symlink_to(local_run / "resources")
-    config = slice_config(root)
     for name in ("persons.parquet", "ACSIncome.parquet"):  # the shard's inputs, as the local run left them
         target = root / "results" / "riskscores" / "data" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(local_run / "results" / "riskscores" / "data" / name, target)
     shard = "results/riskscores/scores/shards/tiny-gpt2/ACSIncome/multiple_choice/0.parquet"
-    cmd = [SNAKEMAKE, "--profile", "slurm", *STATUS, *FAST_POLLING, shard, "--configfile", str(config)]
-    env = {**os.environ, "UNSURE_SLURM_PARTITION": "local", "UNSURE_SLURM_MEM_MB": "400"}
+    cmd, env = slurm_run(root, shard, UNSURE_SLURM_MEM_MB="400")
     run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stderr[-4000:]
     # The memory asked for grows with the attempt; how many attempts it takes depends on the

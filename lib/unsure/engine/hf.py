@@ -309,7 +309,8 @@ class HFEngine:
         if steps < 1:
             raise ValueError(f"{self.model_id}: numeric answers need steps >= 1, got {steps}")
         contexts = [self.encode(p) for p in prompts]
-        chosen = self._in_batches(contexts, steps, partial(self._greedy_digits, digits=digits, steps=steps))
+        lengths = [len(c) + steps for c in contexts]
+        chosen = self._in_batches(contexts, lengths, partial(self._greedy_digits, digits=digits, steps=steps))
         return [float("0." + "".join(self.tokenizer.convert_ids_to_tokens(ids))) for ids in chosen]
 
     def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
@@ -332,18 +333,17 @@ class HFEngine:
         if max_new_tokens < 1:
             raise ValueError(f"{self.model_id}: max_new_tokens must be at least 1, got {max_new_tokens}")
         contexts = [self.encode(p) for p in prompts]
-        return self._in_batches(contexts, max_new_tokens, partial(self._generate_batch, max_new_tokens=max_new_tokens))
+        lengths = [len(c) + max_new_tokens for c in contexts]
+        return self._in_batches(contexts, lengths, partial(self._generate_batch, max_new_tokens=max_new_tokens))
 
-    def _in_batches(
-        self, contexts: list[list[int]], new_tokens: int, run: Callable[[list[list[int]]], list[_R]]
-    ) -> list[_R]:
-        """``run`` on token-budget batches of similar length (prompt plus ``new_tokens``
-        per row), longest first, halved on out of memory; results in input order."""
+    def _in_batches(self, items: Sequence[_T], lengths: Sequence[int], run: Callable[[list[_T]], list[_R]]) -> list[_R]:
+        """``run`` on token-budget batches of similar ``lengths``, longest first, halved on
+        out of memory; results in input order."""
         results: dict[int, _R] = {}
-        order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
-        for batch in self._batches(order, [len(c) + new_tokens for c in contexts]):
-            results.update(zip(batch, self._with_backoff(run, [contexts[i] for i in batch]), strict=True))
-        return [results[i] for i in range(len(contexts))]
+        order = sorted(range(len(items)), key=lambda i: -lengths[i])
+        for batch in self._batches(order, lengths):
+            results.update(zip(batch, self._with_backoff(run, [items[i] for i in batch]), strict=True))
+        return [results[i] for i in range(len(items))]
 
     def _left_padded(self, contexts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Ids and attention mask with every context ending in the last column, so the
@@ -518,12 +518,7 @@ class HFEngine:
 
     def run_packed(self, items: Sequence[Packed]) -> list[PackedResult]:
         """Score packed sequences in token-budget batches of similar length."""
-        results: list[PackedResult | None] = [None] * len(items)
-        order = sorted(range(len(items)), key=lambda i: -items[i].length)
-        for batch in self._batches(order, [p.length for p in items]):
-            for i, res in zip(batch, self._forward_with_backoff([items[i] for i in batch]), strict=True):
-                results[i] = res
-        return [r for r in results if r is not None]
+        return self._in_batches(items, [p.length for p in items], self._forward)
 
     def _batches(self, order: list[int], lengths: Sequence[int]) -> Iterator[list[int]]:
         """Consecutive runs of ``order`` whose padded size (longest times count) fits the budget."""
@@ -538,9 +533,6 @@ class HFEngine:
             longest = max(longest, n)
         if batch:
             yield batch
-
-    def _forward_with_backoff(self, batch: list[Packed]) -> list[PackedResult]:
-        return self._with_backoff(self._forward, batch)
 
     def _with_backoff(self, run: Callable[[list[_T]], list[_R]], batch: list[_T]) -> list[_R]:
         """``run(batch)``; out of memory halves the batch (and the token budget) and retries."""
