@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from unsure.config import ZOO_DIR, Config, ConfigError, load_config
+from unsure.config import ZOO_DIR, Config, ConfigError, Model, load_config
+from unsure.model_sizes import BYTES_PER_PARAM, MEMORY_OVERHEAD, gpus_needed, parameter_count, weights_gb
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = ("riskscores", "nextword", "labelbias", "decisionrisk", "subgroups")
@@ -67,48 +68,12 @@ MFU = 0.57
 CPU machine (continuations measured 0.64); no GPU figure has been taken yet."""
 PEAK_TFLOPS = 989.0
 """H100 SXM, dense bf16."""
-GPU_MEMORY_GB = 80.0
-MEMORY_OVERHEAD = 1.2
-"""Weights (2 bytes per parameter in bf16) plus 20% for activations, KV cache and the CUDA context."""
 LOAD_GB_PER_S = 2.0
 """Reading safetensors from a cluster file system into GPU memory."""
 TRAIN_FACTOR = 3
 """A training token costs forward + backward = 3 forward passes (an upper bound for LoRA and for fine-tuning the last
 blocks only, whose backward skips most weight gradients; gradient checkpointing adds back about one forward)."""
 
-PARAMS: dict[str, tuple[float, float]] = {
-    # hub id: (total, active per token) in billions; published sizes (model cards, papers)
-    "google/gemma-2b": (2.51, 2.51),
-    "google/gemma-2b-it": (2.51, 2.51),
-    "google/gemma-7b": (8.54, 8.54),
-    "google/gemma-7b-it": (8.54, 8.54),
-    "mistralai/Mistral-7B-v0.1": (7.24, 7.24),
-    "mistralai/Mistral-7B-Instruct-v0.2": (7.24, 7.24),
-    "mistralai/Mixtral-8x7B-v0.1": (46.7, 12.9),  # two of eight experts per token
-    "mistralai/Mixtral-8x7B-Instruct-v0.1": (46.7, 12.9),
-    "mistralai/Mixtral-8x22B-v0.1": (141.0, 39.0),
-    "mistralai/Mixtral-8x22B-Instruct-v0.1": (141.0, 39.0),
-    "meta-llama/Meta-Llama-3-8B": (8.03, 8.03),
-    "meta-llama/Meta-Llama-3-8B-Instruct": (8.03, 8.03),
-    "meta-llama/Meta-Llama-3-70B": (70.6, 70.6),
-    "meta-llama/Meta-Llama-3-70B-Instruct": (70.6, 70.6),
-    "01-ai/Yi-34B": (34.4, 34.4),
-    "01-ai/Yi-34B-Chat": (34.4, 34.4),
-    "openai-community/gpt2": (0.124, 0.124),
-    "openai-community/gpt2-large": (0.774, 0.774),
-    "bigscience/bloom-7b1": (7.07, 7.07),
-    "meta-llama/Llama-2-7b-hf": (6.74, 6.74),
-    "meta-llama/Llama-2-7b-chat-hf": (6.74, 6.74),
-    "meta-llama/Llama-2-13b-hf": (13.0, 13.0),
-    "meta-llama/Llama-2-13b-chat-hf": (13.0, 13.0),
-    "tiiuae/falcon-7b": (7.22, 7.22),
-    "tiiuae/falcon-7b-instruct": (7.22, 7.22),
-    "tiiuae/falcon-40b": (41.8, 41.8),
-    "tiiuae/falcon-40b-instruct": (41.8, 41.8),
-    "FacebookAI/roberta-large": (0.355, 0.355),
-    "sentence-transformers/nq-distilbert-base-v1": (0.066, 0.066),
-}
-"""FLOPs use the active parameters (Mixtral runs 2 of 8 experts per token); memory and loading use the total."""
 
 # --------------------------------------------------------------------------- data sizes (not in the config)
 
@@ -700,23 +665,18 @@ def model_work(cfg: Config, lengths: Lengths) -> list[Work]:
 
 
 def parameters(cfg: Config, name: str) -> tuple[float, float]:
-    """(total, active) parameters of a model by config name or hub id: the published table, or a zoo spec."""
-    entry = cfg.models.get(name)
-    model_id = entry.id if entry else name
-    if model_id in PARAMS:
-        total, active = PARAMS[model_id]
-        return total * 1e9, active * 1e9
-    parts = Path(model_id).parts
-    if len(parts) == 3 and "/".join(parts[:2]) == ZOO_DIR and parts[2] in cfg.zoo.models:
-        spec = cfg.zoo.models[parts[2]]
-        n = 12.0 * spec.layers * spec.hidden_size**2 + spec.vocab_size * spec.hidden_size
-        return n, n
-    raise EstimateError(f"no parameter count for model {name!r} (id {model_id!r}): add it to PARAMS in bench/scale.py")
+    """(total, active) parameters of a model by config name or by id (a hub id or zoo path: the embedder).
 
-
-def gpus_needed(total_params: float, gpu_memory_gb: float = GPU_MEMORY_GB) -> int:
-    """GPUs one job needs to hold the bf16 weights with :data:`MEMORY_OVERHEAD`."""
-    return max(1, math.ceil(2 * total_params * MEMORY_OVERHEAD / (gpu_memory_gb * 1e9)))
+    Counted by :func:`unsure.model_sizes.parameter_count`, as the config's GPU check counts them.
+    """
+    entry = cfg.models.get(name) or Model(id=name, gpus=0)
+    counted: tuple[float, float] | None = parameter_count(entry, cfg.zoo.models)
+    if counted is None:
+        raise EstimateError(
+            f"no parameter count for model {name!r} (id {entry.id!r}): give its entry params: <billions> or add "
+            "it to PARAMS in lib/unsure/model_sizes.py"
+        )
+    return counted
 
 
 @dataclass(frozen=True)
@@ -804,13 +764,13 @@ def report(
     gpu_counts: Sequence[int],
     mfu: float,
     peak_tflops: float,
-    gpu_memory_gb: float,
     dag_seconds: float | None = None,
     top: int = 10,
 ) -> str:
     """The Markdown tables: per study, per model, API models, CPU model work, wall time, memory check."""
     gpu = [c for c in cost if c.gpus > 0 and not c.work.api]
     gpu_hours = sum(c.gpu_hours for c in gpu)
+    gpu_memory_gb = cfg.gpu_memory_gb
     built = f", dry run {dag_seconds:.1f} s" if dag_seconds is not None else ""
     out = [
         f"Estimate for `{configfile}`: {len(jobs):,} jobs in the DAG{built}. MFU {mfu:.2f}, {peak_tflops:g} TFLOP/s "
@@ -876,11 +836,13 @@ def report(
     checks = []
     for name in sorted({c.work.model for c in gpu} & set(cfg.models)):
         total, _ = parameters(cfg, name)
-        need, have = gpus_needed(total, gpu_memory_gb), cfg.models[name].gpus
+        dtype, have = cfg.models[name].dtype, cfg.models[name].gpus
+        need = gpus_needed(total, dtype, gpu_memory_gb)  # the config check's rule: fewer cannot load
         if need != have:
-            gb = 2 * total * MEMORY_OVERHEAD / 1e9
+            gb, size = weights_gb(total, dtype), BYTES_PER_PARAM[dtype]
             checks.append(
-                f"- `{name}`: {gb:.0f} GB (bf16 + 20%) needs {need} x {gpu_memory_gb:g} GB; config `gpus: {have}`"
+                f"- `{name}`: {gb:.0f} GB ({size} bytes per parameter + {MEMORY_OVERHEAD - 1:.0%}) needs {need} x "
+                f"{gpu_memory_gb:g} GB; config `gpus: {have}`"
             )
     out += ["", "**Memory check** (GPUs per job: estimate vs the config's `gpus`)", ""]
     out += checks or ["- every model's `gpus` matches the estimate"]
@@ -893,7 +855,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=8, help="a cluster of this many GPUs (8, 32 and 64 are shown too)")
     parser.add_argument("--mfu", type=float, default=MFU)
     parser.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS)
-    parser.add_argument("--gpu-memory-gb", type=float, default=GPU_MEMORY_GB)
     parser.add_argument("--load-gb-per-s", type=float, default=LOAD_GB_PER_S)
     parser.add_argument("--data", default="resources/data", help="raw data the prompts are built from")
     parser.add_argument("--tokenizer", default=f"{ZOO_DIR}/tiny-llama")
@@ -930,7 +891,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench/scale.py: {err}", file=sys.stderr)
         return 2
     counts = sorted({args.gpus, 8, 32, 64})
-    settings = {"mfu": args.mfu, "peak_tflops": args.peak_tflops, "gpu_memory_gb": args.gpu_memory_gb}
+    settings = {"mfu": args.mfu, "peak_tflops": args.peak_tflops}
     text = report(
         cfg, args.configfile, jobs, cost, lengths, gpu_counts=counts, dag_seconds=seconds, top=args.top, **settings
     )

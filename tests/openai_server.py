@@ -5,7 +5,9 @@ It answers ``/v1/completions`` (``logprobs``, ``echo``, ``n``) and
 response layout of the OpenAI API, computing every number with
 ``transformers`` directly (independently of the engine). Test knobs: a queue
 of HTTP errors to answer before serving (retries), a switch that drops
-log-probabilities (the error path), and a log of the raw requests.
+log-probabilities (the error path), a queue of canned chat replies (what a
+real chat model might say, which a tiny model cannot), and a log of the raw
+requests.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Server:
         self.key = key
         self.fail: deque[int] = deque()
         self.with_logprobs = True
+        self.replies: deque[str] = deque()
         self.requests: list[dict[str, Any]] = []
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -143,6 +146,10 @@ class Server:
         m = self.model
         text = m.tok.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
         ids = m.tok(text, add_special_tokens=False)["input_ids"]
+        if self.replies:
+            reply = {"role": "assistant", "content": self.replies.popleft()}
+            choice = {"index": 0, "message": reply, "finish_reason": "stop", "logprobs": None}
+            return self._envelope("chat.completion", [choice], [len(ids), 0])
         n = int(body.get("n", 1))
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         seqs = m.generate(

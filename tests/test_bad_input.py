@@ -209,13 +209,15 @@ def _scores(labels: list[int], p_hat: list[float]) -> pd.DataFrame:
     )  # fmt: skip
 
 
-def _acs_export(kit: Kit, race: float = 99.0, row_ids: tuple[str, str] = ("r0", "r1")) -> object:
+def _acs_export(
+    kit: Kit, race: float = 99.0, row_ids: tuple[str, str] = ("r0", "r1"), p_hat: tuple[float, float] = (0.2, 0.7)
+) -> object:
     """The riskscores rows and scores handed to the subgroups study (race and sex in the dictionary's words)."""
     from unsure.riskscores.tables import subgroups_instances
 
     rows = pd.DataFrame({"task": "ACSIncome", "row_id": list(row_ids), "text": "- Age is: 30 years old.",
                          "RAC1P": [1.0, race], "SEX": [1.0, 2.0], "AGEP": [30.0, 40.0]})  # fmt: skip
-    return subgroups_instances(rows, _scores([0, 1], [0.2, 0.7]), kit.dictionary)
+    return subgroups_instances(rows, _scores([0, 1], list(p_hat)), kit.dictionary)
 
 
 def _acs_feature_not_in_dictionary(kit: Kit, tmp: Path) -> object:
@@ -432,6 +434,9 @@ CASES = [
          ("column 'RAC1P': code '99' is not in the data dictionary",), UnmappedCode),
     Case("riskscores-scores-of-rows-not-in-the-task", lambda k, t: _acs_export(k, 1.0, ("r0", "x9")),
          ("m / ACSIncome: 1 scored rows are not in the task's rows", "row_id 'r1'")),
+    Case("riskscores-nan-score-handed-to-subgroups", lambda k, t: _acs_export(k, 1.0, p_hat=(0.2, np.nan)),
+         ("1 NaN scores (unparsed answers) left out of the subgroups study's input",), None, "log",
+         lambda f: list(f["row_id"]) == ["r0"]),
     Case("acs-feature-absent-from-dictionary",
          _acs_feature_not_in_dictionary, ("column 'HOBBY'", "dictionary.csv"), UnmappedCode),
     Case("acs-dictionary-is-an-html-page",
@@ -486,7 +491,12 @@ CASES = [
     Case("riskscores-nan-scores",
          lambda k, t: metrics_frame(
              _scores([0, 1, 0, 1], [0.2, np.nan, 0.7, np.nan])),
-         ("m / ACSIncome / numeric: 2 of 4 scores (p_hat) are NaN", "row_id 'r1', 'r3'")),
+         ("m / ACSIncome / numeric: 2 of 4 evaluation scores", "are NaN", "row_id 'r1', 'r3'", "n_unparsed"),
+         None, "log", lambda m: bool(m.loc[0, "n_unparsed"] == 2 and m.loc[0, "n"] == 2)),
+    Case("riskscores-scores-outside-the-unit-interval",
+         lambda k, t: metrics_frame(
+             _scores([0, 1, 0], [0.2, 1.5, -0.1])),
+         ("m / ACSIncome / numeric: 2 of 3 scores (p_hat) are outside [0, 1]", "row_id 'r1', 'r2'")),
     Case("riskscores-importance-single-class", _importance_one_class,
          ("permutation importance: AUC is undefined (every label is 0)",), None, UndefinedMetricWarning,
          lambda m: bool(m["auc_drop"].isna().all() and list(m["feature"]) == ["AGEP", "SEX"])),
@@ -535,6 +545,9 @@ ELSEWHERE = {
     "unmapped ACS code in a row's text": "tests/test_riskscores_data.py::test_an_unmapped_code_names_column_and_code",
     "unknown config key, wrong type, unknown model": "tests/test_config.py::test_bad_config_names_the_key",
     "model name '../etc'": "tests/test_config.py::test_model_name_must_be_path_safe",
+    "too few GPUs for a model's weights": (
+        "tests/test_model_sizes.py::test_too_few_gpus_is_a_config_error_naming_model_estimate_and_need"
+    ),
     "subgroups input columns and values": "tests/test_subgroups_inputs.py::test_bad_inputs_name_file_column_and_row",
     "subgroups input that is not parquet": "tests/test_subgroups_inputs.py::test_unreadable_file_is_named",
     "MCQA labels that do not line up": "tests/test_decisionrisk_data.py::test_loader_errors_name_the_file",

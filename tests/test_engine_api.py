@@ -17,8 +17,9 @@ from test_engine_sampling import fixed_distribution_model
 from unsure import zoo
 from unsure.config import Model, ZooModel
 from unsure.engine import ChoiceRequest, ContinuationRequest, Unsupported, WordSamplingRequest, load_engine
-from unsure.engine.api import APIEngine, APIResponseError
+from unsure.engine.api import NUMERIC_REPLY_TOKENS, APIEngine, APIResponseError, letter_probs
 from unsure.engine.hf import HFEngine
+from unsure.engine.words import parse_probability
 
 KEY = "sk-test-0123456789abcdef-never-logged"
 ENV = "UNSURE_TEST_API_KEY"
@@ -49,6 +50,7 @@ def api_key(monkeypatch: pytest.MonkeyPatch, servers: dict[str, Server]) -> None
     for server in servers.values():
         server.fail.clear()
         server.with_logprobs = True
+        server.replies.clear()
         server.requests.clear()
 
 
@@ -146,15 +148,67 @@ def test_chat_apis_cannot_score_given_text(servers: dict[str, Server]) -> None:
     remote = api(servers["fixed"], chat=True)
     with pytest.raises(Unsupported, match="no log-likelihoods"):
         remote.continuation_scores([ContinuationRequest("a", (" b",))])
-    with pytest.raises(Unsupported, match="pre-fill"):
-        remote.choice_probs([ChoiceRequest(remote.chat_prompt("q", prefill="Answer:"), ("A", "B"))])
+
+
+def test_a_chat_prefill_ends_the_user_turn_and_letters_come_from_top_logprobs(
+    servers: dict[str, Server], models: dict[str, Path]
+) -> None:
+    """No chat API pre-fills a reply: the prefill ends the user turn (folktexts' web-API prompt)."""
+    server = servers["fixed"]
+    remote, local = api(server, chat=True), hf(models["fixed"])
+    user = "Is the sky blue?\nA. yes.\nB. no."
+    (got,) = remote.choice_probs([ChoiceRequest(remote.chat_prompt(user, prefill="Answer:"), ("A", "B"))])
+    (want,) = local.choice_probs([ChoiceRequest(local.chat_prompt(user + "\nAnswer:"), ("A", "B"))])
+    body = server.requests[-1]["body"]
+    assert body["messages"] == [{"role": "user", "content": user + "\nAnswer:"}]
+    assert body["max_tokens"] == 1 and body["top_logprobs"] == 20
+    np.testing.assert_allclose(got.probs, want.probs, atol=1e-6)
+    assert got.mass == pytest.approx(want.mass, abs=1e-6)
+    assert got.mass == pytest.approx(0.65, abs=1e-6) and got.prefix == " "
+
+
+def test_letters_under_every_space_marker_count_for_the_same_letter() -> None:
+    top = [(" A", 0.3), ("\u2581A", 0.1), ("B", 0.05), ("\nB", 0.2), ("\u0120B ", 0.1), ("Answer", 0.2)]
+    got = letter_probs(top, ("A", "B"))
+    assert got is not None and got.prefix == " "
+    np.testing.assert_allclose(got.probs, [0.8, 0.2])
+    assert got.mass == pytest.approx(0.5)
+    assert letter_probs([("Yes", 0.9)], ("A", "B")) is None
+
+
+def test_numeric_on_chat_models_keeps_the_instruction_and_parses_the_reply(
+    servers: dict[str, Server], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = servers["fixed"]
+    remote = api(server, chat=True, concurrency=1)  # one at a time: the canned replies go out in order
+    user = "What is the probability of rain?"
+    prompt = remote.chat_prompt(user, prefill="Answer (between 0 and 1): 0.")
+    server.replies.extend(["0.35", "73", "The probability is about 40%.", "I cannot tell."])
+    with caplog.at_level(logging.WARNING, logger="unsure"):
+        values = remote.numeric([prompt] * 4)
+    np.testing.assert_allclose(values, [0.35, 0.73, 0.40, np.nan])
+    assert "1 of 4 replies state no probability" in caplog.text
+    for request in server.requests:
+        assert request["body"]["messages"] == [{"role": "user", "content": user + "\nAnswer (between 0 and 1): 0."}]
+        assert request["body"]["max_tokens"] == NUMERIC_REPLY_TOKENS > 24
 
 
 def test_free_form_numeric_on_chat_models_parses_or_gives_nan(servers: dict[str, Server]) -> None:
     remote = api(servers["fixed"], chat=True)
-    values = remote.numeric([remote.chat_prompt("What is the probability? Answer (between 0 and 1):", prefill="0.")])
+    values = remote.numeric([remote.chat_prompt("What is the probability?", prefill="Answer (between 0 and 1): 0.")])
     # the fixed model's greedy reply is " A A A ...": no probability in it
     assert np.isnan(values).all()
+
+
+@pytest.mark.parametrize(
+    ("reply", "lead", "want"),
+    [("0.35", "0.", 0.35), ("73", "0.", 0.73), ("7.", "0.", 0.7), ("40%", "0.", 0.4), ("73", "", None),
+     ("It is 73 in 100, so 0.73", "0.", 0.73), ("A", "0.", None)],
+)  # fmt: skip
+def test_a_reply_opening_with_bare_digits_continues_the_prompts_zero_point(
+    reply: str, lead: str, want: float | None
+) -> None:
+    assert parse_probability(reply, lead=lead) == want
 
 
 def test_the_key_comes_only_from_the_environment_and_is_never_logged(

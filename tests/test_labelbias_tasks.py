@@ -8,9 +8,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from unsure import sources
+from unsure.config import load_config
 from unsure.generate import sni
 from unsure.labelbias import prompts, tasks
 from unsure.labelbias.scoring import ItemScorer, TaskPrompting
+from unsure.rawdata import sni_task_list
+
+REPO = Path(__file__).resolve().parents[1]
 
 SIZES = {"n_eval": 50, "n_heldout": 8, "n_pool": 16, "min_eval_instances": 40, "max_labels": 49}
 REAL = {
@@ -161,3 +166,67 @@ def test_metadata_filter_keeps_all_279_study_tasks(shared_data: Path) -> None:
     assert all(with_summary)
     assert sum(without) < 279  # some study tasks are only found through their summaries
     assert not set(study) & tasks.EXCLUDED_TASKS
+
+
+def _metadata_facts(sni_dir: Path) -> dict[str, tasks.TaskFacts]:
+    """The filter's inputs from the study's metadata alone (most task files are not here).
+
+    Category and languages come from ``full_task_info.csv``; instance and label
+    counts from the classification split's ``test_tasks_info.csv``, so only its
+    tasks are described. That split lists only tasks that passed the study's
+    one-output check, hence one output per instance.
+    """
+    info = pd.read_csv(sni_dir / "task_info" / "full_task_info.csv").set_index("Name")
+    counts = pd.read_csv(sni_dir / "splits" / "classification_tasks" / "test_tasks_info.csv").set_index("Name")
+    return {
+        name: tasks.TaskFacts(
+            name=name,
+            categories=(str(info.at[name, "Category"]),),
+            input_language=tuple(str(info.at[name, "Input Language"]).split(", ")),
+            output_language=tuple(str(info.at[name, "Output Language"]).split(", ")),
+            n_instances=int(counts.at[name, "# Instances"]),
+            n_labels=int(counts.at[name, "# Answer Choices"]),
+            mean_outputs=1.0,
+        )
+        for name in counts.index
+    }
+
+
+def test_paper_config_selects_exactly_the_studys_279_tasks(shared_data: Path) -> None:
+    """What the paper config fetches (rule sni_fetch) and its filter keeps (rule labelbias_prepare)."""
+    sni_dir = shared_data / "sni"
+    study = (sni_dir / "splits" / "classification_tasks" / "test_tasks.txt").read_text().split()
+    cfg = load_config(REPO / "config" / "config.yaml")
+    lb = cfg.studies.labelbias
+    fetched = sni_task_list(sni_dir, cfg.data.sni.tasks)
+    # the paper config's task_info is the study's full_task_info.csv (a rule downloads it)
+    summaries = tasks.read_summaries(sni_dir / "task_info" / "full_task_info.csv" if lb.task_info else None)
+    facts = _metadata_facts(sni_dir)
+    verdicts = {
+        name: tasks.rejection(
+            facts[name],
+            summary=summaries.get(name, ""),
+            min_instances=lb.min_eval_instances + lb.n_heldout + lb.n_pool,
+            max_labels=lb.max_labels,
+        )
+        for name in fetched
+        if name in facts
+    }
+    selected = [name for name, reason in verdicts.items() if not reason]
+    lost = {name: verdicts.get(name, "not fetched") for name in study if name not in selected}
+    assert len(selected) == len(study) == 279, f"{len(selected)} of 279 selected; lost: {lost}"
+    assert sorted(selected) == sorted(study)
+    unknown = sorted(set(fetched) - set(facts))
+    assert not unknown, f"fetched tasks the study's metadata does not describe: {unknown[:5]}"
+
+
+def test_task_info_source_is_the_studys_file_at_a_pinned_commit(shared_data: Path, tmp_path: Path) -> None:
+    """Rule sni_task_info's source: the authors' metadata; a local copy in ../shared's layout passes."""
+    source = sources.sni_task_info()
+    assert source.url == (
+        "https://raw.githubusercontent.com/schwartz-lab-NLP/label-bias/"
+        f"{sources.LABEL_BIAS_REF}/src/superni/task_info/full_task_info.csv"
+    )
+    assert len(sources.LABEL_BIAS_REF) == 40
+    got = sources.obtain(source, tmp_path / "full_task_info.csv", local_dir=shared_data / "sni")
+    assert len(tasks.read_summaries(got)) == 1613

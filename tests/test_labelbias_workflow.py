@@ -22,6 +22,7 @@ def test_paper_dry_run_scales_with_models_shards_and_lora_runs(checkout: Path) -
     res = snakemake("-n", "labelbias_all", cwd=checkout)
     assert res.returncode == 0, res.stderr + res.stdout
     counts = jobs(res.stdout)
+    assert counts["sni_task_info"] == 1  # the filter's summaries (studies.labelbias.task_info)
     assert counts["labelbias_infer"] == 10 * 32
     # 4 models x (k=0: one set; k=4, 8, 16: three sets) x 16 parts
     assert counts["labelbias_lora"] == 4 * 10 * 16

@@ -114,3 +114,44 @@ def test_metrics_frame_columns(tmp_path: Path) -> None:
         "Accuracy",
         "Accuracy (fitted threshold)",
     ]
+
+
+def test_unparsed_scores_are_counted_and_metrics_use_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+    """One unparseable reply must not stop the table; the count keeps a failing model visible."""
+    import logging
+
+    from unsure.riskscores.tables import metrics_frame
+
+    rng = np.random.default_rng(3)
+    n = 300
+    frame = pd.DataFrame(
+        {"row_id": [f"r{i}" for i in range(n)], "label": rng.integers(0, 2, n), "p_hat": rng.random(n)}
+    )
+    frame["split"] = np.where(np.arange(n) < 200, "eval", "threshold")
+    frame.loc[[3, 50, 250], "p_hat"] = np.nan  # two evaluation rows, one threshold row
+    both = pd.concat(
+        [frame.assign(model="m", task="ACSIncome", prompting="numeric"),
+         frame.assign(model="clean", task="ACSIncome", prompting="numeric", p_hat=rng.random(n))]
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="unsure"):
+        metrics = metrics_frame(both).set_index("model")
+    assert "m / ACSIncome / numeric: 2 of 200 evaluation scores (and 1 of 100 threshold scores) are NaN" in caplog.text
+    assert metrics.loc["m", "n_unparsed"] == 2 and metrics.loc["m", "n"] == 198
+    assert metrics.loc["clean", "n_unparsed"] == 0 and metrics.loc["clean", "n"] == 200
+    parsed = frame.dropna(subset=["p_hat"])
+    ev, fit = parsed[parsed["split"] == "eval"], parsed[parsed["split"] == "threshold"]
+    want = evaluate(ev["label"], ev["p_hat"], threshold=fit_threshold(fit["label"], fit["p_hat"]))
+    for key, value in want.items():
+        assert metrics.loc["m", key] == pytest.approx(value), key
+
+
+def test_a_run_with_no_parsed_score_is_a_row_of_nan_metrics() -> None:
+    from unsure.riskscores.tables import metrics_frame
+
+    frame = pd.DataFrame(
+        {"model": ["m", "m", "ok", "ok"], "task": "ACSIncome", "prompting": "numeric", "row_id": ["a", "b", "a", "b"],
+         "split": "eval", "label": [0, 1, 0, 1], "p_hat": [np.nan, np.nan, 0.2, 0.8]}
+    )  # fmt: skip
+    metrics = metrics_frame(frame).set_index("model")
+    assert metrics.loc["m", "n_unparsed"] == 2 and metrics.loc["m", "n"] == 0
+    assert metrics.loc["m", ["ece", "brier", "auc"]].isna().all() and metrics.loc["ok", "auc"] == 1.0

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from workflow_helpers import REPO
 
+from unsure import model_sizes
 from unsure.config import Config, ZooModel, load_config, parse_config
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -133,7 +134,8 @@ def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     assert cost[("riskscores_infer", "chat-api", "numeric")].gpu_hours == 0
 
     text = scale.report(cfg, "hand.yaml", jobs, list(cost.values()), lengths(cfg), gpu_counts=[8], mfu=0.5,
-                        peak_tflops=100, gpu_memory_gb=80)  # fmt: skip
+                        peak_tflops=100)  # fmt: skip
+    assert "80 GB per GPU" in text  # the config's gpu_memory_gb
     assert "| riskscores | 12 | 5 |" in text  # 8 inference, 2 importance, 1 evidence, 1 metrics job
     assert "| gpt-4o-mini" not in text and "| chat-api | riskscores | 3.03k |" in text
     assert "every model's `gpus` matches" in text
@@ -151,8 +153,8 @@ def test_estimate_and_dag_must_agree() -> None:
 
 
 def test_memory_check_and_parameter_table() -> None:
-    assert [scale.gpus_needed(p * 1e9) for p in (7.24, 46.7, 70.6, 141)] == [1, 2, 3, 5]
-    assert scale.gpus_needed(70.6e9, gpu_memory_gb=141) == 2
+    assert scale.gpus_needed is model_sizes.gpus_needed and scale.parameter_count is model_sizes.parameter_count
+    assert not {"PARAMS", "GPU_MEMORY_GB"} & set(vars(scale))  # one table, one memory setting (gpu_memory_gb)
     cfg = load_config(REPO / "config" / "config.yaml")
     assert scale.parameters(cfg, "mixtral-8x7b") == (46.7e9, 12.9e9)  # FLOPs use the active 12.9B
     for name, entry in cfg.models.items():  # every paper model has a size (API models excepted)
@@ -160,6 +162,15 @@ def test_memory_check_and_parameter_table() -> None:
             assert scale.parameters(cfg, name)[0] > 0
     with pytest.raises(scale.EstimateError, match="no parameter count for model 'x'"):
         scale.parameters(parse_config({"models": {"x": {"id": "org/unknown"}}}), "x")
+    assert scale.parameters(parse_config({"models": {"x": {"id": "org/unknown", "params": 3}}}), "x") == (3e9, 3e9)
+    assert scale.parameters(cfg, "sentence-transformers/nq-distilbert-base-v1")[0] == 0.066e9  # a hub id
+    # asking for fewer GPUs than the estimate stops the config (tests/test_model_sizes.py); the report lists more
+    raw: dict[str, Any] = {**HAND, "models": {**HAND["models"], "m7": {"id": "mistralai/Mistral-7B-v0.1", "gpus": 2}}}
+    more = parse_config(raw)
+    jobs = scale.parse_dag(listing(hand_dag()))
+    cost = scale.costs(more, scale.model_work(more, lengths(more)), jobs)
+    text = scale.report(more, "more.yaml", jobs, cost, lengths(more), gpu_counts=[8], mfu=0.5, peak_tflops=100)
+    assert "- `m7`: 17 GB (2 bytes per parameter + 20%) needs 1 x 80 GB; config `gpus: 2`" in text
 
 
 def test_token_counter_never_counts_fewer_than_the_word_floor() -> None:

@@ -72,3 +72,15 @@ def test_broken_config_fails_before_any_job_with_the_key(
     assert result.returncode != 0
     assert expected in result.stdout + result.stderr
     assert not (checkout / "resources").exists()
+
+
+def test_too_few_gpus_for_a_model_stop_the_dry_run_naming_model_estimate_and_need(checkout: Path) -> None:
+    config = yaml.safe_load((checkout / "config" / "config.yaml").read_text())
+    config["models"]["llama-3-70b"]["gpus"] = 2  # 169 GB of bf16 weights + 20% on 2 x 80 GB
+    (checkout / "small.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "all", "--configfile", "small.yaml", cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "models.llama-3-70b.gpus: 2 GPUs of 80 GB" in out and "169 GB needs 3 GPUs" in out, out[-3000:]
+    assert "Traceback" not in result.stderr and "site-packages" not in out
+    assert not (checkout / "resources").exists()

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from unsure.model_sizes import gpu_problems
+
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)]
 """A name used as a path component: model names, zoo names."""
 
@@ -125,7 +127,12 @@ class ZooModel(Strict):
     and loaded back through the same ``from_pretrained`` path a hub id uses.
     """
 
-    architecture: Literal["gpt2", "llama", "bert"]
+    architecture: Literal["gpt2", "llama", "bert"] | None = None
+    """The tokenizer family trained on generated text (``None`` with ``tokenizer``)."""
+    tokenizer: str | None = None
+    """A folder with a real model's tokenizer files and ``config.json`` (no weights): the
+    model is that config's architecture at this entry's sizes, and keeps the real tokenizer
+    byte for byte (vocabulary, special tokens, chat template); ``vocab_size`` is ignored."""
     vocab_size: Annotated[int, Field(ge=300, le=200_000)] = 4096
     hidden_size: PositiveInt = 64
     layers: PositiveInt = 2
@@ -137,6 +144,12 @@ class ZooModel(Strict):
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ZooModel:
+        if (self.architecture is None) == (self.tokenizer is None):
+            raise ValueError(
+                "a zoo model names exactly one of architecture (a trained tokenizer) or tokenizer (a folder)"
+            )
+        if self.tokenizer is not None and self.chat:
+            raise ValueError("chat: a real tokenizer folder keeps its own chat template (or none)")
         if self.hidden_size % self.heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by heads {self.heads}")
         if self.chat and self.architecture == "bert":
@@ -169,6 +182,10 @@ class Model(Strict):
     chat_template: str | None = None
     """A Jinja chat template overriding the tokenizer's own (instruct models)."""
     gpus: Annotated[int, Field(ge=0, le=64)] = 1
+    """GPUs one inference job asks for (0: a CPU); checked against the weights' memory (``gpu_memory_gb``)."""
+    params: Annotated[float, Field(gt=0)] | None = None
+    """Parameters in billions, for a Hugging Face model that ``unsure.model_sizes.PARAMS`` does not list
+    (the ``gpus`` check and ``bench/scale.py`` use it)."""
     trust_remote_code: bool = False
     base_url: str | None = None
     """For ``backend: openai``: the OpenAI-compatible endpoint."""
@@ -182,6 +199,8 @@ class Model(Strict):
                 raise ValueError("an API model needs no GPUs: set gpus: 0")
             if self.kind != "causal":
                 raise ValueError("an API model is a causal LM: kind must be 'causal'")
+            if self.params is not None:
+                raise ValueError("params is only for backend 'hf' (an API model's weights are not ours to hold)")
         elif self.base_url is not None:
             raise ValueError("base_url is only for backend 'openai'")
         return self
@@ -633,6 +652,9 @@ class Config(Strict):
     """The whole experiment config (``config/config.yaml`` or ``config/demo.yaml``)."""
 
     seed: Seed = 0
+    gpu_memory_gb: Annotated[float, Field(gt=0)] = 80.0
+    """Memory of one GPU of the cluster (GB): each Hugging Face model's ``gpus`` must hold its weights
+    (``unsure.model_sizes``; ``bench/scale.py`` uses the same figure)."""
     data: Data = Data()
     zoo: Zoo = Zoo()
     models: dict[Name, Model] = Field(default_factory=dict)
@@ -657,6 +679,14 @@ class Config(Strict):
                 problems.append(f"studies.decisionrisk.encoder: unknown model {encoder!r} (not under models:)")
             elif self.models[encoder].kind != "encoder":
                 problems.append(f"studies.decisionrisk.encoder: model {encoder!r} is not kind 'encoder'")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _gpus_hold_the_weights(self) -> Config:
+        """Each GPU model's ``gpus`` holds its weights in its dtype, plus 20%, at ``gpu_memory_gb`` per GPU."""
+        problems = gpu_problems(self.models, self.zoo.models, self.gpu_memory_gb)
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -8,6 +8,7 @@ says. Single-file sources go straight through :func:`unsure.sources.obtain`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from unsure import sources
@@ -76,19 +77,17 @@ def obtain_sni(
 ) -> None:
     """Put the official splits and the task files into ``out_dir`` (``tasks/``, ``splits/``).
 
-    With no ``tasks`` configured, every task named in the default splits is
-    fetched. Files already present from an interrupted run are validated and
-    kept, so a rerun only fetches what is missing.
+    The task files fetched are :func:`sni_task_list`'s. Files already present
+    from an interrupted run are validated and kept, so a rerun only fetches
+    what is missing.
     """
     out = Path(out_dir)
-    names: list[str] = []
     for split in ("train", "test"):
         src = sources.sni_split(split, ref=ref)
         dest = out / src.filename
         if not _valid(src, dest):
             sources.obtain(src, dest, local_dir=local_dir, mirror=mirror)
-        names += [line.strip() for line in dest.read_text(encoding="utf-8").splitlines() if line.strip()]
-    wanted = tasks or sorted(set(names))
+    wanted = sni_task_list(out, tasks)
     for i, task in enumerate(wanted):
         src = sources.sni_task(task, ref=ref)
         dest = out / src.filename
@@ -97,6 +96,19 @@ def obtain_sni(
         if (i + 1) % 100 == 0:
             log.info("SNI: %d of %d task files present", i + 1, len(wanted))
     write_text(out / TASK_LIST, "".join(f"{t}\n" for t in wanted))
+
+
+def sni_task_list(root: str | Path, tasks: Sequence[str]) -> list[str]:
+    """The SNI tasks to fetch: ``tasks`` (``data.sni.tasks``) when given, else every task of
+    the default train and test splits under ``root``. Those splits leave out their excluded
+    tasks, 33 of the label-bias study's among them, hence its list in the paper config."""
+    if tasks:
+        return list(tasks)
+    names: set[str] = set()
+    for split in ("train", "test"):
+        path = Path(root) / sources.sni_split(split).filename
+        names.update(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return sorted(names)
 
 
 def _valid(src: sources.Source, path: Path) -> bool:

@@ -40,6 +40,7 @@ from unsure.states import STATE_FIPS
 
 __all__ = [
     "ACS_KEY",
+    "LABEL_BIAS_REF",
     "MCQA_KEY",
     "PROVO_KEY",
     "SNI_KEY",
@@ -58,6 +59,7 @@ __all__ = [
     "provo_norms",
     "sni_split",
     "sni_task",
+    "sni_task_info",
     "social_iqa",
 ]
 
@@ -259,6 +261,33 @@ def sni_split(split: Literal["train", "test"], ref: str = "master", name: str = 
     )
 
 
+_LABEL_BIAS_REPO = "https://raw.githubusercontent.com/schwartz-lab-NLP/label-bias"
+LABEL_BIAS_REF = "b72b504671c0d261ef5f4fe094b4ec92ed873d0a"
+"""The label-bias study's repository at its last commit (May 2024), which the task metadata is read from."""
+_TASK_INFO_COLUMNS = ("Name", "Summary", "Category", "Input Language", "Output Language")
+
+
+def sni_task_info(ref: str = LABEL_BIAS_REF) -> Source:
+    """Metadata of every SNI task (name, summary, category, languages), as the label-bias study ships it.
+
+    The study's task filter reads the summaries; the SNI repository has no such
+    table. A local copy is ``<local_dir>/task_info/full_task_info.csv``.
+    """
+    _check_ref(ref)
+    filename = "task_info/full_task_info.csv"
+    # verified: src/superni/task_info/full_task_info.csv of schwartz-lab-NLP/label-bias
+    # (git mirror): unchanged since 86e81a4d, 1,613 rows, byte-identical to the copy
+    # in ../shared/data/sni, whose columns the validator names.
+    return Source(
+        key=f"sni/label-bias/{ref}/{filename}",
+        url=f"{_LABEL_BIAS_REPO}/{ref}/src/superni/{filename}",
+        filename=filename,
+        config_key=SNI_KEY,
+        validate=_text_file(csv_with_columns(_TASK_INFO_COLUMNS, min_rows=1000)),
+        expect=f"a CSV with columns {', '.join(_TASK_INFO_COLUMNS)} and a row per SNI task",
+    )
+
+
 # --------------------------------------------------------------------------- multiple choice
 
 _HELLASWAG_KEYS = ("ind", "ctx", "endings", "activity_label")
@@ -431,6 +460,7 @@ def catalogue() -> list[Source]:
         sni_task("task1216_atomic_classification_causes"),
         sni_split("train"),
         sni_split("test"),
+        sni_task_info(),
         hellaswag("train"),
         hellaswag("val"),
         piqa("train"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import string
 from collections import Counter
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoModelForMultipleChoice,
     BertConfig,
@@ -174,8 +176,77 @@ def model_config(spec: ZooModel, tokenizer: PreTrainedTokenizerBase) -> Pretrain
     )
 
 
+def shrunk_config(folder: str | Path, spec: ZooModel) -> PretrainedConfig:
+    """A real model's ``config.json`` at ``spec``'s sizes: same architecture, vocabulary,
+    special token ids, attention layout (grouped or multi-query keys stay so) and options.
+
+    ``auto_map`` is dropped: the model is transformers' own class of that ``model_type``,
+    as the engine loads it without ``trust_remote_code``.
+    """
+    config = AutoConfig.from_pretrained(folder)
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None)
+    sizes: dict[str, Any] = {
+        "hidden_size": spec.hidden_size,
+        "num_hidden_layers": spec.layers,
+        "num_attention_heads": spec.heads,
+    }
+    if kv is not None:
+        sizes["num_key_value_heads"] = max(1, spec.heads * kv // heads)
+    if getattr(config, "intermediate_size", None) is not None or config.model_type == "gpt2":
+        key = "n_inner" if config.model_type == "gpt2" else "intermediate_size"
+        sizes[key] = spec.intermediate_size or 4 * spec.hidden_size
+    if getattr(config, "head_dim", None) is not None and not isinstance(
+        getattr(type(config), "head_dim", None), property
+    ):
+        sizes["head_dim"] = spec.hidden_size // spec.heads
+    for key, value in sizes.items():
+        setattr(config, key, value)
+    if hasattr(config, "auto_map"):
+        del config.auto_map
+    config.architectures = None
+    config._name_or_path = ""
+    return config
+
+
+def build_from_tokenizer(name: str, spec: ZooModel, out_dir: str | Path, *, zoo_seed: int) -> None:
+    """A tiny model of a real family: its shrunk config, seeded weights, and the folder's
+    tokenizer and generation files copied unchanged (re-saving could alter them)."""
+    assert spec.tokenizer is not None
+    folder = Path(spec.tokenizer)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"zoo model {name!r}: tokenizer folder {folder} has no config.json")
+    config = shrunk_config(folder, spec)
+    torch.manual_seed(model_seed(zoo_seed, name))
+    model: PreTrainedModel = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.eval()
+    with atomic_dir(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and path.name in TOKENIZER_FILES:
+                shutil.copyfile(path, Path(tmp) / path.name)
+
+
+TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "tokenizer.model",
+        "vocab.json",
+        "merges.txt",
+        "added_tokens.json",
+        "generation_config.json",
+    }
+)
+"""What a model folder holds besides the weights and ``config.json``."""
+
+
 def build(name: str, spec: ZooModel, texts: Sequence[str], out_dir: str | Path, *, zoo_seed: int) -> None:
     """Train the tokenizer, initialise the model from a seed, save both atomically."""
+    if spec.tokenizer is not None:
+        build_from_tokenizer(name, spec, out_dir, zoo_seed=zoo_seed)
+        return
     tokenizer = train_tokenizer(spec, texts)
     config = model_config(spec, tokenizer)
     torch.manual_seed(model_seed(zoo_seed, name))

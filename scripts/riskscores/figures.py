@@ -16,6 +16,9 @@ with logged(snakemake.log[0]) as log:
     out = Path(snakemake.output[0]).parent
     metrics = pd.read_parquet(inp.metrics)
     scores = pd.read_parquet(inp.scores)
+    if unparsed := int(scores["p_hat"].isna().sum()):  # counted per run in the metrics table (n_unparsed)
+        log.warning("%d NaN scores (unparsed answers) left out of the figures", unparsed)
+        scores = scores[scores["p_hat"].notna()]
     instruct = dict(p.models)
     task = p.tasks[0]
     dictionary = read_dictionary(inp.dictionary)

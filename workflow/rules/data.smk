@@ -12,6 +12,9 @@ ACS_DICTIONARY = (
 )
 PROVO_NORMS = "resources/data/provo/raw/Provo_Corpus-Predictability_Norms.csv"
 SNI_RAW = "resources/data/sni/raw"
+# The label-bias study's summaries of every SNI task; studies.labelbias.task_info
+# names this path in the paper config, so the rule below runs before its filter.
+SNI_TASK_INFO = "resources/data/sni/task_info/full_task_info.csv"
 MCQA_RAW = "resources/data/mcqa/raw"
 
 
@@ -145,6 +148,19 @@ else:
         script:
             "../../scripts/data/sni_fetch.py"
 
+    rule sni_task_info:
+        output:
+            SNI_TASK_INFO,
+        log:
+            f"{LOGS}/data/sni_task_info.log",
+        conda:
+            "../../envs/unsure.yaml"
+        params:
+            local_dir=CFG.data.sni.local_dir,
+            mirror=CFG.data.sni.mirror,
+        script:
+            "../../scripts/data/sni_task_info.py"
+
 
 if CFG.data.mcqa.source == "generated":
 
@@ -184,4 +200,5 @@ rule data_all:
         ACS_DICTIONARY,
         PROVO_NORMS,
         SNI_RAW,
+        [] if CFG.data.sni.source == "generated" else [SNI_TASK_INFO],
         expand(f"{MCQA_RAW}/{{benchmark}}", benchmark=CFG.data.mcqa.benchmarks),

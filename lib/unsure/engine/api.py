@@ -10,9 +10,13 @@ The API key is read from the environment variable the model entry names and
 handed to the client only; it never appears in this module's logs, errors or
 outputs.
 
+No chat endpoint lets a reply be pre-filled, so a chat prompt's prefill
+(``Answer:``) ends the user turn instead, as folktexts asks web-API models:
+the answer is then the first reply token (letters read from its
+``top_logprobs``) or a free-form reply parsed for a probability.
+
 What an API cannot answer is an :class:`~unsure.engine.load.Unsupported`
-error naming the model: chat endpoints return no log-likelihoods of given
-text, and no endpoint lets a chat reply be pre-filled.
+error naming the model: chat endpoints return no log-likelihoods of given text.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +40,7 @@ from unsure.engine.requests import (
     ChoiceRequest,
     ContinuationRequest,
     ContinuationScores,
+    Floats,
     WordSamples,
     WordSamplingRequest,
 )
@@ -51,8 +57,16 @@ MAX_TOP_LOGPROBS = 20
 MAX_N = 128
 """The most completions OpenAI returns per request; larger ``n`` is split over requests."""
 
-OPTION_PREFIXES = ("", " ", "\n")
-"""Decoded forms of the tokenizers' space markers (see ``hf.SPACE_MARKERS``)."""
+NUMERIC_REPLY_TOKENS = 128
+"""Reply length of a chat model asked for a probability: room for a sentence around
+the number; a reply that states none by then is NaN (and counted)."""
+
+SPACE_CHARS = {" ": " ", "\t": "\t", "\r": "\r", "\n": "\n", "\u2581": " ", "\u0120": " ", "\u010a": "\n"}
+"""Characters a reply token may carry before an answer letter, and the space marker
+each stands for: decoded whitespace, or the raw markers some servers return
+undecoded (SentencePiece's ``▁``, byte-level BPE's ``Ġ`` and ``Ċ``; ``hf.SPACE_MARKERS``)."""
+
+_ZERO_POINT = re.compile(r"(?<![\d.])0\.$")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -108,35 +122,30 @@ class APIEngine:
     # ------------------------------------------------------------------ prompts
 
     def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
-        """The messages of a chat request, carried in a prompt string."""
+        """The messages of a chat request, carried in a prompt string.
+
+        A ``prefill`` ends the user turn (``user + "\\n" + prefill``): no chat
+        API pre-fills a reply, and this is the text folktexts sends web-API models.
+        """
         if not self.chat:
             raise Unsupported(f"model {self.model_id!r} is a completions model (instruct: false): no chat prompts")
         messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": user})
-        return CHAT_MARK + json.dumps({"messages": messages, "prefill": prefill})
+        messages.append({"role": "user", "content": f"{user}\n{prefill}" if prefill else user})
+        return CHAT_MARK + json.dumps({"messages": messages})
 
-    def _without_prefill(self, prompt: str) -> str:
-        if not prompt.startswith(CHAT_MARK):
-            return prompt
-        body = json.loads(prompt[len(CHAT_MARK) :])
-        return CHAT_MARK + json.dumps({**body, "prefill": ""})
-
-    def _messages(self, prompt: str, kind: str, *, allow_prefill: bool = False) -> list[dict[str, str]]:
+    @staticmethod
+    def _messages(prompt: str) -> list[dict[str, str]]:
         if not prompt.startswith(CHAT_MARK):
             return [{"role": "user", "content": prompt}]
-        body = json.loads(prompt[len(CHAT_MARK) :])
-        if body["prefill"] and not allow_prefill:
-            raise Unsupported(f"model {self.model_id!r}: chat APIs cannot pre-fill the reply ({kind} request)")
-        messages: list[dict[str, str]] = body["messages"]
+        messages: list[dict[str, str]] = json.loads(prompt[len(CHAT_MARK) :])["messages"]
         return messages
 
     # ------------------------------------------------------------------ requests
 
     def choice_probs(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
-        """Option probabilities from the first reply token's ``top_logprobs``.
+        """Option probabilities from the first reply token's ``top_logprobs`` (see
+        :func:`letter_probs`); ``mass`` is the raw probability on the options.
 
-        Options are matched to returned tokens under the decoded space-marker
-        forms; as in the HF backend, the form holding the most mass is used.
         Options longer than one token are scored as continuations (completions
         models only). When no option is among the returned alternatives the
         probabilities are NaN (with a warning): the API hides where the mass went.
@@ -148,11 +157,8 @@ class APIEngine:
         return self._map(self._choice_probs_one, requests)
 
     def _choice_probs_one(self, req: ChoiceRequest) -> ChoiceProbs:
-        top = self._next_token_top(req.prompt, "choice")
-        variants = {p: [top.get(p + o) for o in req.options] for p in OPTION_PREFIXES}
-        mass = {p: sum(x for x in probs if x is not None) for p, probs in variants.items()}
-        best = max(OPTION_PREFIXES, key=lambda p: mass[p])
-        if mass[best] <= 0:
+        found = letter_probs(self._next_token_top(req.prompt, "choice"), req.options)
+        if found is None:
             log.warning(
                 "%s: none of the options %s among the top %d reply tokens; probabilities are NaN",
                 self.model_id,
@@ -160,8 +166,7 @@ class APIEngine:
                 self.top_logprobs,
             )
             return ChoiceProbs(probs=np.full(len(req.options), np.nan), mass=0.0, prefix=None)
-        probs = np.array([x or 0.0 for x in variants[best]])
-        return ChoiceProbs(probs=probs / probs.sum(), mass=float(probs.sum()), prefix=best)
+        return found
 
     def _choices_as_continuations(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
         scores = self.continuation_scores(
@@ -169,13 +174,13 @@ class APIEngine:
         )
         return [ChoiceProbs.from_continuations(s) for s in scores]
 
-    def _next_token_top(self, prompt: str, kind: str) -> dict[str, float]:
-        """Probabilities of the most likely next tokens, by decoded token text."""
+    def _next_token_top(self, prompt: str, kind: str) -> list[tuple[str, float]]:
+        """The most likely next tokens (decoded text; two tokens may share one) and their probabilities."""
         if self.chat:
             res = self._call(
                 self.client.chat.completions.create,
                 model=self.model_id,
-                messages=self._messages(prompt, kind),
+                messages=self._messages(prompt),
                 max_tokens=1,
                 temperature=0,
                 logprobs=True,
@@ -184,7 +189,7 @@ class APIEngine:
             content = res.choices[0].logprobs.content if res.choices[0].logprobs else None
             if not content:
                 raise self._no_logprobs(kind)
-            return {t.token: math.exp(t.logprob) for t in content[0].top_logprobs}
+            return [(t.token, math.exp(t.logprob)) for t in content[0].top_logprobs]
         res = self._call(
             self.client.completions.create,
             model=self.model_id,
@@ -196,7 +201,7 @@ class APIEngine:
         lp = res.choices[0].logprobs
         if lp is None or not lp.top_logprobs or lp.top_logprobs[0] is None:
             raise self._no_logprobs(kind)
-        return {tok: math.exp(v) for tok, v in lp.top_logprobs[0].items()}
+        return [(tok, math.exp(v)) for tok, v in lp.top_logprobs[0].items()]
 
     def continuation_scores(self, requests: Sequence[ContinuationRequest]) -> list[ContinuationScores]:
         """Log-likelihoods of given continuations from ``/completions`` with ``echo``.
@@ -253,25 +258,29 @@ class APIEngine:
     def numeric(self, prompts: Sequence[str], *, steps: int = 2) -> list[float]:
         """folktexts' verbalised probability on completions models (greedy over digit
         tokens after ``0.``); on chat models, which cannot be pre-filled, the
-        free-form variant (:meth:`numeric_chat`)."""
+        free-form variant (:meth:`numeric_chat`) on the prompt with its prefill."""
         if self.chat:
-            return self.numeric_chat([self._without_prefill(p) for p in prompts])
+            return self.numeric_chat(prompts)
         return self._map(lambda p: self._numeric_one(p, steps), prompts)
 
     def _numeric_one(self, prompt: str, steps: int) -> float:
         digits = ""
         for _ in range(steps):
             top = self._next_token_top(prompt + digits, "numeric")
-            found = [(p, t.strip()) for t, p in top.items() if t.strip().isdecimal()]
+            found = [(p, t.strip()) for t, p in top if t.strip().isdecimal()]
             if not found:
                 log.warning("%s: no digit among the top %d tokens; numeric answer is NaN", self.model_id, len(top))
                 return math.nan
             digits += max(found)[1]
         return float(f"0.{digits}")
 
-    def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
-        """The free-form chat variant: a greedy reply, parsed for a probability (NaN when none)."""
-        return probabilities_from_replies(self.generate(prompts, max_new_tokens=max_new_tokens), self.model_id)
+    def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = NUMERIC_REPLY_TOKENS) -> list[float]:
+        """The free-form chat variant: a greedy reply, parsed for a probability (NaN,
+        counted in a warning, when none). After a prompt ending in ``0.`` a reply
+        opening with bare digits reads as the decimals that follow it."""
+        leads = ["0." if _ZERO_POINT.search(self._messages(p)[-1]["content"]) else "" for p in prompts]
+        replies = self.generate(prompts, max_new_tokens=max_new_tokens)
+        return probabilities_from_replies(replies, self.model_id, leads=leads)
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
         """Greedy (temperature 0) replies."""
@@ -321,7 +330,7 @@ class APIEngine:
             res = self._call(
                 self.client.chat.completions.create,
                 model=self.model_id,
-                messages=self._messages(prompt, "generate", allow_prefill=False),
+                messages=self._messages(prompt),
                 n=n,
                 max_tokens=max_tokens,
                 temperature=temperature,
@@ -380,3 +389,25 @@ class APIEngine:
             f"model {self.model_id!r} at {self.base_url or 'api.openai.com'} returned no log-probabilities "
             f"for a {kind} request: this endpoint or model does not support logprobs/top_logprobs"
         )
+
+
+def letter_probs(top: Sequence[tuple[str, float]], options: Sequence[str]) -> ChoiceProbs | None:
+    """The options' probabilities among a reply token's alternatives, or ``None`` if none is there.
+
+    A token is an option once stripped of whitespace; what precedes it is its
+    space marker (:data:`SPACE_CHARS`), and as in the HF backend the marker
+    whose options hold the most mass is used (tokens of one text and marker add up).
+    """
+    variants: dict[str, Floats] = {}
+    for token, p in top:
+        text = token.lstrip("".join(SPACE_CHARS))
+        if text.rstrip() in options:
+            marker = "".join(SPACE_CHARS[c] for c in token[: len(token) - len(text)])
+            variants.setdefault(marker, np.zeros(len(options)))[list(options).index(text.rstrip())] += p
+    if not variants:
+        return None
+    best = max(variants, key=lambda m: float(variants[m].sum()))
+    mass = float(variants[best].sum())
+    if mass <= 0:
+        return None
+    return ChoiceProbs(probs=variants[best] / mass, mass=mass, prefix=best)

@@ -55,6 +55,28 @@ SPACE_MARKERS = ("", " ", "_", "\u2581", "\u0120", "\u010a")
 """Prefixes under which tokenizers store an answer letter: none, a space,
 SentencePiece's ``▁``, byte-level BPE's ``Ġ`` (space) and ``Ċ`` (newline)."""
 
+PLAIN_CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'system' %}{{ m['content'] + '\n\n' }}"
+    "{% elif m['role'] == 'user' %}{{ 'User: ' + m['content'] + '\n' }}"
+    "{% else %}{{ 'Assistant: ' + m['content'] + '\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+"""The chat template of an instruct model whose tokenizer ships none (Falcon-instruct):
+plain ``User:``/``Assistant:`` turns, a system prompt as the opening paragraph."""
+
+
+def family_bos(config: Any) -> int | None:
+    """The BOS id a model was trained with first on every text: its config's
+    ``bos_token_id`` where that is a token of its own. Where BOS is the EOS (GPT-2,
+    Falcon: a document separator, not a start token) or absent, ``None``."""
+    bos = getattr(config, "bos_token_id", None)
+    eos = getattr(config, "eos_token_id", None)
+    eos_ids = set(eos) if isinstance(eos, list) else {eos}
+    return None if bos is None or bos in eos_ids else int(bos)
+
+
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
@@ -118,6 +140,7 @@ class HFEngine:
         max_batch_size: int = 64,
         add_special_tokens: bool = True,
         adapter: str | None = None,
+        instruct: bool = False,
     ) -> None:
         want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = resolve_dtype(dtype, want)
@@ -126,6 +149,13 @@ class HFEngine:
         )
         if chat_template is not None:
             self.tokenizer.chat_template = chat_template
+        elif instruct and self.tokenizer.chat_template is None:
+            log.warning(
+                "%s is an instruct model whose tokenizer has no chat template: using the plain-text default "
+                "(User:/Assistant: turns); set chat_template in its models: entry, or instruct: false",
+                model_id,
+            )
+            self.tokenizer.chat_template = PLAIN_CHAT_TEMPLATE
         kwargs: dict[str, Any] = {
             "revision": revision,
             "dtype": self.dtype,
@@ -151,6 +181,9 @@ class HFEngine:
         self._lm_head = self.model.get_output_embeddings()
         self._softcap = getattr(self.model.config, "final_logit_softcapping", None)
         self._head: str | None = None
+        self._system_turn: bool | None = None
+        self._vocab: dict[str, int] | None = None
+        self._bos = family_bos(self.model.config)
         self._prefix_id = self.tokenizer.bos_token_id
         if self._prefix_id is None:
             self._prefix_id = self.tokenizer.eos_token_id
@@ -167,6 +200,7 @@ class HFEngine:
             gpus=entry.gpus,
             trust_remote_code=entry.trust_remote_code,
             chat_template=entry.chat_template,
+            instruct=entry.instruct,
             **kwargs,
         )
 
@@ -188,8 +222,9 @@ class HFEngine:
     def _tokens(self, text: str, special: bool | None = None) -> list[int]:
         if special is None:  # chat-templated text carries its own special tokens
             special = self.add_special_tokens and not self._is_templated(text)
-        add = special
-        ids: list[int] = self.tokenizer(text, add_special_tokens=add)["input_ids"]
+        ids: list[int] = self.tokenizer(text, add_special_tokens=special)["input_ids"]
+        if special and self._bos is not None and ids[:1] != [self._bos]:
+            ids.insert(0, self._bos)  # e.g. Llama-3's April-2024 files add none to plain text
         return ids
 
     def split_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
@@ -224,10 +259,34 @@ class HFEngine:
             raise ValueError(
                 f"{self.model_id} has no chat template: set chat_template in its models: entry or instruct: false"
             )
+        if system and not self._takes_system_turn():
+            user, system = f"{system}\n\n{user}", None
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": user})
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return str(text) + prefill
+        return self._render(messages) + prefill
+
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+    def _takes_system_turn(self) -> bool:
+        """Whether the chat template accepts a system message; Gemma's and Mistral's raise,
+        and a system prompt then opens the user turn instead (logged once)."""
+        if self._system_turn is None:
+            try:
+                self._render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+                self._system_turn = True
+            except Exception as err:  # jinja2's TemplateError, raised by the template's raise_exception
+                log.warning(
+                    "%s: the chat template refuses a system turn (%s); it opens the user turn", self.model_id, err
+                )
+                self._system_turn = False
+        return self._system_turn
+
+    def vocab(self) -> dict[str, int]:
+        """The tokenizer's vocabulary, built once (``get_vocab`` copies it on every call)."""
+        if self._vocab is None:
+            self._vocab = self.tokenizer.get_vocab()
+        return self._vocab
 
     def tokens_processed(self) -> int:
         """Tokens run through the model so far (for throughput summaries)."""
@@ -288,7 +347,7 @@ class HFEngine:
         Empty when no prefix makes every option a single vocabulary token; such
         options are scored as continuations instead.
         """
-        vocab = self.tokenizer.get_vocab()
+        vocab = self.vocab()
         found = {prefix: [vocab.get(prefix + o) for o in options] for prefix in SPACE_MARKERS}
         usable = {p: ids for p, ids in found.items() if any(i is not None for i in ids)}
         if not any(all(i is not None for i in ids) for ids in usable.values()):
@@ -303,7 +362,7 @@ class HFEngine:
         the KV cache (see :meth:`_greedy_digits`), in the token-budget batches of
         :meth:`generate`.
         """
-        digits = sorted(i for tok, i in self.tokenizer.get_vocab().items() if tok.isdecimal())
+        digits = sorted(i for tok, i in self.vocab().items() if tok.isdecimal())
         if not digits:
             raise ValueError(f"{self.model_id}: the vocabulary has no digit tokens for numeric answers")
         if steps < 1:
@@ -427,13 +486,10 @@ class HFEngine:
         if self._head is None:
             self._head = ""
             if self.tokenizer.chat_template is not None:
-                renders = [
-                    str(self.tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True))
-                    for m in (
-                        [{"role": "user", "content": "\x00"}],
-                        [{"role": "system", "content": "\x01"}, {"role": "user", "content": "\x00"}],
-                    )
-                ]
+                probes = [[{"role": "user", "content": "\x00"}]]
+                if self._takes_system_turn():
+                    probes.append([{"role": "system", "content": "\x01"}, {"role": "user", "content": "\x00"}])
+                renders = [self._render(m) for m in probes]
                 self._head = os.path.commonprefix([r.split("\x00")[0].split("\x01")[0] for r in renders])  # noqa: RUF071
             bos = self.tokenizer.bos_token
             if not self._head and bos and self.tokenizer.chat_template is not None:

@@ -43,25 +43,33 @@ def first_word(text: str, *, finished: bool) -> tuple[str | None, bool]:
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)\s*(%|percent\b)?", re.IGNORECASE)
 
 
-def parse_probability(reply: str) -> float | None:
+def parse_probability(reply: str, *, lead: str = "") -> float | None:
     """The first probability stated in a free-form reply, or ``None``.
 
     ``0.73``, ``.73`` and ``73%`` (or ``73 percent``) all read as 0.73; a bare
     number above 1 is not a probability and is skipped, as are numbers inside
-    words (``A1``).
+    words (``A1``). ``lead`` is the number the prompt ended in (``0.``): a reply
+    that opens with bare digits continues it (``73`` reads as 0.73), as the
+    completions procedure reads the digits after ``0.``.
     """
     for match in _NUMBER.finditer(reply):
-        value = float(match.group(1))
-        if match.group(2):
+        number, percent = match.group(1), match.group(2)
+        if lead and not percent and number.isdecimal() and not reply[: match.start()].strip():
+            number = lead + number
+        value = float(number)
+        if percent:
             value /= 100
         if 0.0 <= value <= 1.0:
             return value
     return None
 
 
-def probabilities_from_replies(replies: Sequence[str], model_id: str) -> list[float]:
-    """:func:`parse_probability` per reply; NaN (counted in a warning) where none is stated."""
-    values = [parse_probability(r) for r in replies]
+def probabilities_from_replies(
+    replies: Sequence[str], model_id: str, *, leads: Sequence[str] | None = None
+) -> list[float]:
+    """:func:`parse_probability` per reply (``leads``: each prompt's trailing ``0.``, if any);
+    NaN, counted in a warning, where none is stated."""
+    values = [parse_probability(r, lead=lead) for r, lead in zip(replies, leads or [""] * len(replies), strict=True)]
     if failed := sum(v is None for v in values):
         log.warning("%s: %d of %d replies state no probability (NaN)", model_id, failed, len(values))
     return [math.nan if v is None else v for v in values]

@@ -46,6 +46,25 @@ SPLITS = ("heldout", "pool", "eval")
 
 
 @dataclass(frozen=True)
+class TaskFacts:
+    """What the filter looks at, apart from the summary.
+
+    Counted from a task file (:attr:`SniTask.facts`) or taken from the study's
+    metadata, so the selection can be checked where the task files are absent.
+    """
+
+    name: str
+    categories: tuple[str, ...]
+    input_language: tuple[str, ...]
+    output_language: tuple[str, ...]
+    n_instances: int
+    n_labels: int
+    """Distinct first outputs."""
+    mean_outputs: float
+    """Mean number of outputs per instance."""
+
+
+@dataclass(frozen=True)
 class SniTask:
     """One task file: what the filter and the prompts need."""
 
@@ -61,6 +80,20 @@ class SniTask:
     def labels(self) -> tuple[str, ...]:
         """The label set: every distinct (first) output, sorted."""
         return tuple(sorted(self.instances["output"].unique()))
+
+    @property
+    def facts(self) -> TaskFacts:
+        """What the filter decides on, counted from the file."""
+        n = len(self.instances)
+        return TaskFacts(
+            name=self.name,
+            categories=self.categories,
+            input_language=self.input_language,
+            output_language=self.output_language,
+            n_instances=n,
+            n_labels=int(self.instances["output"].nunique()),
+            mean_outputs=float(self.instances["n_outputs"].mean()) if n else 0.0,
+        )
 
 
 def read_task(path: str | os.PathLike[str]) -> SniTask:
@@ -128,21 +161,21 @@ def is_candidate(name: str, categories: tuple[str, ...] | list[str], summary: st
     )
 
 
-def rejection(task: SniTask, *, summary: str, min_instances: int, max_labels: int) -> str:
+def rejection(task: SniTask | TaskFacts, *, summary: str, min_instances: int, max_labels: int) -> str:
     """Why the study would not use ``task`` (empty when it would)."""
-    if task.name in EXCLUDED_TASKS or "incorrect_answer" in task.name:
+    facts = task.facts if isinstance(task, SniTask) else task
+    if facts.name in EXCLUDED_TASKS or "incorrect_answer" in facts.name:
         return "excluded by hand (not a classification task)"
-    if not is_candidate(task.name, task.categories, summary):
+    if not is_candidate(facts.name, facts.categories, summary):
         return "not a classification or detection task"
-    if set(task.input_language) != {"English"} or set(task.output_language) != {"English"}:
+    if set(facts.input_language) != {"English"} or set(facts.output_language) != {"English"}:
         return "not English input and output"
-    n_labels = task.instances["output"].nunique()
-    if n_labels > max_labels:
-        return f"{n_labels} distinct outputs (more than {max_labels})"
-    if task.instances.empty or task.instances["n_outputs"].mean() >= 2:
+    if facts.n_labels > max_labels:
+        return f"{facts.n_labels} distinct outputs (more than {max_labels})"
+    if facts.n_instances == 0 or facts.mean_outputs >= 2:
         return "most instances have more than one output"
-    if len(task.instances) < min_instances:
-        return f"{len(task.instances)} instances (fewer than {min_instances})"
+    if facts.n_instances < min_instances:
+        return f"{facts.n_instances} instances (fewer than {min_instances})"
     return ""
 
 

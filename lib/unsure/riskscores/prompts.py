@@ -19,7 +19,9 @@ The numeric prompt asks "What is the probability that ...?" and ends in
 digits that follow. Few-shot prompts put ``k`` solved examples (same format,
 answer given) between the population sentence and the question. Instruct
 models get the same text as the user turn of their chat template, with the
-answer prefix as the start of the assistant's reply.
+answer prefix as the start of the assistant's reply; chat APIs, which cannot
+pre-fill a reply, get the prefix as the end of the user turn (the engine's
+``chat_prompt``), so they see exactly the plain prompt, as in folktexts.
 """
 
 from __future__ import annotations

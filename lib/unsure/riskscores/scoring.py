@@ -4,7 +4,9 @@ Multiple choice: the probability the model puts on the positive option's
 letter, renormalised over the two letters (the engine's ``choice_probs``), and
 averaged over both option orders when ``both_orders`` is set (as folktexts does
 to cancel the models' preference for a letter). Numeric: the engine's
-verbalised-probability procedure on a prompt ending in ``0.``.
+verbalised-probability procedure on a prompt ending in ``0.`` (a chat API
+replies in free form, parsed for the number). A score the engine cannot read
+is NaN and stays in the scores; the metrics count it (``n_unparsed``).
 """
 
 from __future__ import annotations

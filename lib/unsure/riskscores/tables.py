@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ PAPER_COLUMNS = {
 }
 BASELINE_NAMES = {"logistic_regression": "LR", "xgboost": "XGBoost"}
 PROMPTING_NAMES = {"multiple_choice": "multiple-choice", "numeric": "numeric", "supervised": "supervised"}
+
+log = logging.getLogger(__name__)
 
 
 def merge_scores(rows: Mapping[str, pd.DataFrame], runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -45,30 +48,46 @@ def metrics_frame(scores: pd.DataFrame) -> pd.DataFrame:
     """One row of :func:`~unsure.riskscores.metrics.evaluate` per (model, task, prompting).
 
     Metrics use the ``eval`` rows; the threshold is fitted on the ``threshold`` rows.
-    A score that is NaN or outside [0, 1] (a failed or unparseable answer) is an
-    error naming the run and its rows: dropping the row would compare models on
-    different rows, and no imputed score is neutral for every metric. An
-    evaluation set of one class has AUC NaN, with a warning.
+    A NaN score (a reply with no probability, no answer letter among an API's
+    top tokens) is left out and counted: ``n_unparsed`` evaluation rows beside
+    the ``n`` scored ones, with a warning naming the run and rows, so that one
+    unparseable reply does not stop every table while a model that fails often
+    (or a bug that makes NaNs) stays in plain sight. A run with no parsed score
+    is a row of NaN metrics. A number outside [0, 1] is an error naming the run
+    and its rows: no scorer writes one. An evaluation set of one class has AUC
+    NaN, with a warning.
     """
     records = []
     for key, group in scores.groupby(KEYS, sort=False):
         name = " / ".join(map(str, key))
         p = pd.to_numeric(group["p_hat"], errors="coerce")
-        bad = p.isna() | (p < 0) | (p > 1)
+        bad = p.notna() & ((p < 0) | (p > 1))
         if bad.any():
-            rows = ", ".join(map(repr, group.loc[bad, "row_id"].head(3)))
             raise ValueError(
-                f"{name}: {int(bad.sum())} of {len(group)} scores (p_hat) are NaN or outside [0, 1], e.g. "
-                f"row_id {rows}; rerun that inference, or leave the model out of this prompting"
+                f"{name}: {int(bad.sum())} of {len(group)} scores (p_hat) are outside [0, 1], e.g. "
+                f"row_id {_first_rows(group, bad)}; rerun that inference"
             )
-        ev = group[group["split"] == "eval"]
-        if ev.empty:
+        is_eval = group["split"] == "eval"
+        if not is_eval.any():
             raise ValueError(f"{name}: no evaluation rows scored")
-        fit = group[group["split"] == "threshold"]
-        threshold = fit_threshold(fit["label"], fit["p_hat"]) if len(fit) else 0.5
-        metrics = evaluate(ev["label"], ev["p_hat"], threshold=threshold, name=name)
-        records.append(dict(zip(KEYS, key, strict=True)) | metrics)
+        unparsed, unparsed_fit = int((p.isna() & is_eval).sum()), int((p.isna() & ~is_eval).sum())
+        if unparsed or unparsed_fit:
+            log.warning(
+                "%s: %d of %d evaluation scores (and %d of %d threshold scores) are NaN, e.g. row_id %s: "
+                "left out of the metrics and counted in n_unparsed",
+                name, unparsed, int(is_eval.sum()), unparsed_fit, int((~is_eval).sum()), _first_rows(group, p.isna()),
+            )  # fmt: skip
+        ev, fit = group[is_eval & p.notna()], group[~is_eval & p.notna()]
+        metrics: dict[str, float] = {"n": 0.0}
+        if not ev.empty:
+            threshold = fit_threshold(fit["label"], fit["p_hat"]) if len(fit) else 0.5
+            metrics = evaluate(ev["label"], ev["p_hat"], threshold=threshold, name=name)
+        records.append(dict(zip(KEYS, key, strict=True)) | {"n": metrics.pop("n"), "n_unparsed": unparsed} | metrics)
     return pd.DataFrame(records)
+
+
+def _first_rows(group: pd.DataFrame, mask: pd.Series) -> str:
+    return ", ".join(map(repr, group.loc[mask, "row_id"].head(3)))
 
 
 def paper_table(metrics: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -88,9 +107,13 @@ def subgroups_instances(rows: pd.DataFrame, scores: pd.DataFrame, dictionary: Da
     """Evaluation rows in the subgroups study's tabular schema (``unsure.subgroups.schema``).
 
     ``rows`` are the task rows (with ``task``), ``scores`` the per-row scores of
-    every model; race and sex are the dictionary's words, age is ``AGEP``.
+    every model; race and sex are the dictionary's words, age is ``AGEP``. NaN
+    scores (unparsed answers, counted in the metrics' ``n_unparsed``) are left out.
     """
     ev = scores[scores["split"] == "eval"]
+    if unparsed := int(ev["p_hat"].isna().sum()):
+        log.warning("%d NaN scores (unparsed answers) left out of the subgroups study's input", unparsed)
+        ev = ev[ev["p_hat"].notna()]
     people = rows[["task", "row_id", "text", "RAC1P", "SEX", "AGEP"]]
     out = ev.merge(people, on=["task", "row_id"], how="left", validate="many_to_one", indicator=True)
     stray = out[out.pop("_merge") == "left_only"]
