@@ -155,3 +155,28 @@ def test_a_run_with_no_parsed_score_is_a_row_of_nan_metrics() -> None:
     metrics = metrics_frame(frame).set_index("model")
     assert metrics.loc["m", "n_unparsed"] == 2 and metrics.loc["m", "n"] == 0
     assert metrics.loc["m", ["ece", "brier", "auc"]].isna().all() and metrics.loc["ok", "auc"] == 1.0
+
+
+def test_importance_and_evidence_score_the_parsed_rows_and_count_the_rest() -> None:
+    """A chat API's unparseable reply is NaN: importance and evidence use the other rows
+    (the same rows on both sides of an AUC drop) and evidence counts the NaN ones."""
+    from unsure.riskscores.analysis import increasing_evidence, permutation_importance
+
+    rng = np.random.default_rng(0)
+    rows = pd.DataFrame({"AGEP": rng.uniform(20, 60, 200), "SEX": rng.integers(1, 3, 200).astype(float)})
+    rows["label"] = (rows["AGEP"] + rng.normal(0, 5, 200) > 40).astype(int)
+    unparsed = np.zeros(200, dtype=bool)
+    unparsed[::10] = True
+
+    def score(frame: pd.DataFrame) -> np.ndarray:
+        s = (frame["AGEP"].to_numpy() - 20) / 40
+        return np.where(unparsed, np.nan, s)
+
+    imp = permutation_importance(score, rows, ["AGEP", "SEX"], seed=0)
+    keep = ~unparsed
+    assert imp["auc"].iloc[0] == pytest.approx(roc_auc_score(rows["label"][keep], score(rows)[keep]))
+    assert imp.set_index("feature")["auc_drop"]["AGEP"] > 0.2
+    assert imp.set_index("feature")["auc_drop"]["SEX"] == pytest.approx(0.0)
+    ev = increasing_evidence(lambda frame, _features: score(frame), rows, ["AGEP", "SEX"])
+    assert ev["n_unparsed"].tolist() == [20]
+    assert np.isfinite(ev[["auc", "ece", "score_std", "score_mean"]].to_numpy()).all()

@@ -39,14 +39,28 @@ def permutation_importance(
     no permutation is scored.
     """
     y = rows["label"].to_numpy()
-    base = auc(y, score(rows), name="permutation importance")
+    base_scores = score(rows)
+    base = _parsed_auc(y, base_scores, name="permutation importance")
     if np.isnan(base):
         return pd.DataFrame({"feature": list(features), "auc_drop": np.nan, "auc": np.nan})
     records = []
     for i, col in enumerate(features):
-        drops = [base - auc(y, score(permuted(rows, col, seed + 1000 * r + i))) for r in range(repeats)]
+        drops = []
+        for r in range(repeats):
+            s = score(permuted(rows, col, seed + 1000 * r + i))
+            both = np.isfinite(base_scores) & np.isfinite(s)  # the drop compares the same rows
+            drops.append(
+                _parsed_auc(y[both], base_scores[both], name=col) - _parsed_auc(y[both], s[both], name=col)
+            )
         records.append({"feature": col, "auc_drop": float(np.mean(drops)), "auc": base})
     return pd.DataFrame(records)
+
+
+def _parsed_auc(y: npt.NDArray[np.int_], s: npt.NDArray[np.float64], *, name: str) -> float:
+    """AUC over the rows with a score: a chat API's unparseable reply is NaN (counted where
+    it is scored), and one such row must not void the feature's result."""
+    keep = np.isfinite(s)
+    return auc(y[keep], s[keep], name=name)
 
 
 def evidence_steps(order: Sequence[str], step: int = 2) -> list[tuple[str, ...]]:
@@ -66,15 +80,18 @@ def increasing_evidence(
     y = rows["label"].to_numpy()
     records = []
     for features in evidence_steps(order, step):
-        s = score_subset(rows, features)
+        scores = score_subset(rows, features)
+        keep = np.isfinite(scores)  # unparseable replies (chat APIs) are NaN: counted, not scored
+        s, yy = scores[keep], y[keep]
         records.append(
             {
                 "n_features": len(features),
                 "features": ",".join(features),
-                "auc": auc(y, s, name=f"increasing evidence, {len(features)} features"),
-                "ece": ece(y, s),
-                "score_std": float(np.std(s)),
-                "score_mean": float(np.mean(s)),
+                "auc": auc(yy, s, name=f"increasing evidence, {len(features)} features"),
+                "ece": ece(yy, s) if len(s) else np.nan,
+                "score_std": float(np.std(s)) if len(s) else np.nan,
+                "score_mean": float(np.mean(s)) if len(s) else np.nan,
+                "n_unparsed": int((~keep).sum()),
             }
         )
     return pd.DataFrame(records)
