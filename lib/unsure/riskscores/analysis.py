@@ -49,9 +49,7 @@ def permutation_importance(
         for r in range(repeats):
             s = score(permuted(rows, col, seed + 1000 * r + i))
             both = np.isfinite(base_scores) & np.isfinite(s)  # the drop compares the same rows
-            drops.append(
-                _parsed_auc(y[both], base_scores[both], name=col) - _parsed_auc(y[both], s[both], name=col)
-            )
+            drops.append(_parsed_auc(y[both], base_scores[both], name=col) - _parsed_auc(y[both], s[both], name=col))
         records.append({"feature": col, "auc_drop": float(np.mean(drops)), "auc": base})
     return pd.DataFrame(records)
 
