@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint dryrun pytest clean-demo
+.PHONY: demo test lint dryrun pytest clean-demo shadow shadow-ci
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,6 +19,14 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/snakemake all --configfile config/demo.yaml
+
+# The paper config's shadow (config/config.yaml + config/shadow.yaml) on tiny models of the
+# same families, in .shadow/paper (shadow-ci: the CI variant, entries of one size family folded).
+shadow: $(STAMP)
+	$(PY) -m unsure.shadow
+
+shadow-ci: $(STAMP)
+	$(PY) -m unsure.shadow --ci
 
 lint: $(STAMP)
 	$(BIN)/ruff check lib scripts tests bench

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 from scipy.stats import chisquare
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from unsure import zoo
 from unsure.config import Model, ZooModel
@@ -36,14 +36,19 @@ FAMILIES = {
     "mistral-7b-instruct": ("\u2581", 1),
     "falcon-7b-instruct": ("\u0120", None),
     "gemma-it-hybrid": ("\u2581", 2),
+    "mixtral": ("\u2581", 1),
 }
 """Every causal family of ``../shared/data/tokenizers`` (``roberta-base`` is the encoder; see below)."""
+
+OTHER_ARCHITECTURES = {"mixtral": ("mistral-7b-instruct", "mixtral")}
+"""Families built from another family's tokenizer folder (zoo ``model_type``): Mixtral's
+mixture of experts with Mistral's tokenizer, as Mixtral 8x7B ships."""
 
 ANSWER_PROMPT = "Question: Is the sky blue?\nA. Yes.\nB. No.\nAnswer:"
 
 
 def _folder(name: str) -> Path:
-    folder = TOKENIZERS / name
+    folder = TOKENIZERS / OTHER_ARCHITECTURES.get(name, (name, None))[0]
     if not folder.is_dir():
         pytest.skip(f"{folder} is absent (the real tokenizers live in ../shared/data/tokenizers)")
     return folder
@@ -52,9 +57,12 @@ def _folder(name: str) -> Path:
 @pytest.fixture(scope="module", params=list(FAMILIES))
 def family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     name: str = request.param
-    spec = ZooModel(tokenizer=str(_folder(name)), hidden_size=32, layers=2, heads=4)
+    model_type = OTHER_ARCHITECTURES.get(name, (name, None))[1]
+    spec = ZooModel(tokenizer=str(_folder(name)), model_type=model_type, hidden_size=32, layers=2, heads=4)
     out = tmp_path_factory.mktemp("families") / name
     zoo.build(name, spec, [], out, zoo_seed=0)
+    if model_type is not None:
+        assert AutoModelForCausalLM.from_pretrained(out).config.model_type == model_type
     return name, out
 
 
@@ -82,6 +90,25 @@ def test_the_tiny_model_keeps_the_real_tokenizer_byte_for_byte(family: tuple[str
             assert (path / real.name).read_bytes() == real.read_bytes(), real.name
     config = AutoModelForCausalLM.from_pretrained(path).config
     assert config.vocab_size >= len(AutoTokenizer.from_pretrained(_folder(name)))
+
+
+def test_the_tiny_model_is_tiny_in_every_dimension(family: tuple[str, Path]) -> None:
+    """No weight keeps a size of the real model: apart from the vocabulary and position
+    tables, every dimension is at most twice the spec's feed-forward width (4 x hidden; a fused
+    gate and up projection holds two). Falcon's
+    config derives ``ffn_hidden_size`` from the real hidden size when it is read, and the
+    shadow run found its "tiny" model 20x slower than the others with an 18,176-wide MLP."""
+    name, path = family
+    model = _plain_model(path)
+    config = model.config
+    hidden = config.hidden_size
+    tables = {config.vocab_size, getattr(config, "max_position_embeddings", None)}
+    too_big = {
+        param_name: tuple(param.shape)
+        for param_name, param in model.named_parameters()
+        if not tables & set(param.shape) and max(param.shape) > 2 * 4 * hidden
+    }
+    assert not too_big, (name, too_big)
 
 
 def test_exactly_one_bos_where_the_family_uses_one(family: tuple[str, Path]) -> None:
@@ -114,7 +141,7 @@ def test_templates_that_refuse_a_system_turn_fold_it_into_the_user_turn(family: 
     prompt = engine.chat_prompt("What is two plus two?", system="You are terse.", prefill="Answer:")
     assert "You are terse." in prompt and "What is two plus two?" in prompt and prompt.endswith("Answer:")
     assert prompt.index("You are terse.") < prompt.index("What is two plus two?")
-    if name in ("mistral-7b-instruct", "gemma-it-hybrid"):  # their templates raise on a system message
+    if name in ("mistral-7b-instruct", "mixtral", "gemma-it-hybrid"):  # their templates raise on a system message
         assert "You are terse.\n\nWhat is two plus two?" in prompt
     if name == "llama-3-8b-instruct":  # takes a system turn of its own
         assert "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>" in prompt
@@ -301,6 +328,30 @@ def test_sampled_words_follow_the_exact_distribution(name: str, tmp_path: Path) 
 
 
 # ------------------------------------------------------------------ the encoder family
+
+
+def test_the_zoo_builds_roberta_from_its_tokenizer_folder_without_config_json(tmp_path: Path) -> None:
+    """roberta-base's folder has no config.json: ``model_type: roberta`` makes a multiple-choice
+    encoder with its vocabulary and roberta's special ids (padding 1, which its position ids
+    count from), which the decisionrisk encoder fine-tunes and scores."""
+    from unsure.engine.encoder import MultipleChoiceEncoder
+
+    folder = _folder("roberta-base")
+    spec = ZooModel(tokenizer=str(folder), model_type="roberta", hidden_size=32, layers=2, heads=4)
+    zoo.build("roberta", spec, [], tmp_path / "roberta", zoo_seed=0)
+    config = AutoConfig.from_pretrained(tmp_path / "roberta")
+    assert config.architectures == ["RobertaForMultipleChoice"]
+    assert (config.vocab_size, config.pad_token_id, config.bos_token_id, config.eos_token_id) == (50265, 1, 0, 2)
+    for real in folder.iterdir():
+        assert (tmp_path / "roberta" / real.name).read_bytes() == real.read_bytes(), real.name
+    probs = MultipleChoiceEncoder(str(tmp_path / "roberta"), max_length=64).probs(
+        ["Which is a fruit?", "Pick one."], [["apple", "stone"], ["x", "y"]]
+    )
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+    with pytest.raises(FileNotFoundError, match="model_type"):
+        zoo.build(
+            "bare", ZooModel(tokenizer=str(folder), hidden_size=32, layers=2, heads=4), [], tmp_path / "b", zoo_seed=0
+        )
 
 
 def test_roberta_tokenizer_drives_the_multiple_choice_encoder(tmp_path: Path) -> None:

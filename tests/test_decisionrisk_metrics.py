@@ -122,6 +122,31 @@ def test_rules_learn_to_abstain_on_injected_instances() -> None:
     assert set(composite_risk_table(out)["rule"]) == {"Random", "ConfStd", "Calibrator", "DwD"}
 
 
+def test_paper_calibrator_is_trained_per_injection_function() -> None:
+    """As the paper (Calibrator_NQ, Calibrator_WQ, ...): original = 1 against injected = 0, per function."""
+    rng = np.random.default_rng(2)
+    train, val = features(_rows(60, rng, "train")), features(_rows(30, rng, "val"))
+    keep = val[["row_id", "injection", "answerable", "correct"]]
+    tables = {}
+    for protocol in ("paper", "corrected"):
+        fitted = fit_rules(train, ["NQ", "WQ"], forest=ForestSettings(trees=20), seed=0, protocol=protocol)
+        out = decide(fitted, val).merge(keep, on="row_id").assign(model="m", method="softmax", benchmark="b")
+        tables[protocol] = (decision_risk_table(out, ["NQ", "WQ"]), composite_risk_table(out))
+    t1, t2 = tables["paper"]
+    pairs = set(zip(t2["rule"], t2["trained_on"], strict=True))
+    assert {("Calibrator", "NQ"), ("Calibrator", "WQ")} <= pairs
+    assert not any(rule == "Calibrator" and on == "none" for rule, on in pairs)
+    assert "Calibrator-correct" not in set(t2["rule"])
+    calib = t1[t1["rule"] == "Calibrator"].set_index("trained_on")
+    assert sorted(calib.index) == ["NQ", "WQ"]
+    assert calib.loc["NQ", "in_domain"] > 0.9  # flat confidences of injected rows: it learns to abstain
+    t1c, t2c = tables["corrected"]
+    extra = t2c[t2c["rule"] == "Calibrator-correct"]
+    assert set(extra["trained_on"]) == {"none"}
+    assert set(t1c.loc[t1c["rule"] == "Calibrator-correct", "trained_on"]) == {"NQ", "WQ"}  # one row per setting
+    assert {("Calibrator", "NQ"), ("Calibrator", "WQ")} <= set(zip(t2c["rule"], t2c["trained_on"], strict=True))
+
+
 def test_verbal_prompt_and_parser() -> None:
     prompt = verbal_prompt("Which?", ["x", "y"])
     assert "A. x\nB. y" in prompt and "A: <number>, B: <number>" in prompt
@@ -176,3 +201,21 @@ def test_unparseable_replies_are_kept_uniform_and_counted() -> None:
     assert set(conf["method"]) == {"verbal"} and len(conf) == 2
     table = verbal_parse_table({"piqa": conf})
     assert table[["replies", "unparseable"]].iloc[0].tolist() == [2, 1]
+
+
+def test_risk_coverage_figure_draws_achievable_points_only() -> None:
+    """No steps through unachievable coverages; an all-tied rule is one point; an empty panel has a note."""
+    from unsure.decisionrisk.plots import risk_coverage_figure
+
+    ranked = risk_coverage([0.9, 0.8, 0.8, 0.1], [1, 0, 1, 0]).assign(rule="Ranked")
+    tied = risk_coverage([0.5, 0.5, 0.5, 0.5], [1, 0, 1, 0]).assign(rule="Tied")
+    curves = pd.concat([ranked, tied], ignore_index=True).assign(benchmark="piqa", model="enc (softmax)")
+    chat = ranked.assign(benchmark="siqa", model="chat (verbal)")
+    fig = risk_coverage_figure(pd.concat([curves, chat], ignore_index=True))
+    lines = [line for ax in fig.axes for line in ax.lines if np.asarray(line.get_xdata()).size]
+    assert lines and all(line.get_drawstyle() == "default" for line in lines)
+    xs = sorted(tuple(np.round(np.asarray(line.get_xdata(), dtype=np.float64), 6).tolist()) for line in lines)
+    assert (1.0,) in xs  # the tied rule: coverage 1 only
+    assert (0.25, 0.75, 1.0) in xs  # the ranked rule: the three achievable coverages
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts if "no curves" in t.get_text()]
+    assert len(notes) == 2  # enc on siqa and chat on piqa have no curves

@@ -96,3 +96,54 @@ def test_every_method_removes_a_constant_bias_end_to_end() -> None:
         np.testing.assert_allclose(calibrated, 1 / 3)
     # always predicting "a": class accuracies (1, 0, 0)
     assert table.loc["none", "rsd"] == pytest.approx(np.std([1, 0, 0]) * 3)
+
+
+def test_macro_f1_over_gold_labels_only_leaves_out_a_label_that_is_only_predicted() -> None:
+    y = np.array([0, 0, 1, 1])
+    yhat = np.array([0, 2, 1, 1])  # label 2 is predicted once but never gold
+    assert metrics.macro_f1(y, yhat) == pytest.approx((0.6666666666666666 + 1.0 + 0.0) / 3)
+    assert metrics.macro_f1(y, yhat, gold_only=True) == pytest.approx((0.6666666666666666 + 1.0) / 2)
+
+
+def test_both_scorings_flow_into_metrics_and_the_reproduction_ledger() -> None:
+    from unsure.labelbias.evaluate import explode_scores, under_scoring
+    from unsure.labelbias.reproduction import reproduction_table
+
+    labels = {"t": ("a", "b")}
+    items = pd.DataFrame(
+        {
+            "row_id": [f"e{i}" for i in range(4)] + [f"h{i}" for i in range(4)],
+            "task": "t",
+            "kind": ["eval"] * 4 + ["heldout"] * 4,
+            "input": "x",
+            "gold": list("abab") * 2,
+            "k": -1,
+            "set": -1,
+            "left_out": -1,
+        }
+    )
+    scored = pd.DataFrame(
+        {
+            "row_id": items["row_id"],
+            "k": [[0]] * 8,
+            "set": [[0]] * 8,
+            "probs": [[[0.9, 0.1]]] * 8,  # always "a"
+            "probs_paper": [[[0.4, 0.6]] if g == "b" else [[0.6, 0.4]] for g in items["gold"]],  # always right
+        }
+    )
+    long = explode_scores(scored, items)
+    per_task = []
+    for scoring in ("corrected", "paper"):
+        probs = method_probabilities(under_scoring(long, scoring), labels)
+        per_task.append(task_metrics(probs, labels).assign(scoring=scoring, model="m"))
+    both = pd.concat(per_task, ignore_index=True).set_index("scoring")
+    assert both.loc["corrected", "accuracy"] == 0.5 and both.loc["paper", "accuracy"] == 1.0
+    models = pd.DataFrame({"model": ["m"], "family": ["f"], "size": ["1"], "variant": ["base"]})
+    ledger = reproduction_table(
+        both.reset_index(), models, protocol="paper", interchangeable=set(), semantically_equivalent={"t"}
+    )
+    row = ledger[(ledger["difference"] == "label_scoring") & (ledger["metric"] == "accuracy")].iloc[0]
+    assert (row["paper"], row["corrected"], row["gap"]) == (1.0, 0.5, 0.5)
+    assert {"label_scoring", "macro_f1", "semantically_equivalent_subset", "dc_inputs", "empty_input"} <= set(
+        ledger["difference"]
+    )

@@ -14,7 +14,7 @@ from unsure.engine import ContinuationRequest
 from unsure.engine.hf import HFEngine
 from unsure.engine.lora import LoraSettings, train_adapter
 from unsure.labelbias import prompts
-from unsure.labelbias.scoring import ItemScorer, TaskPrompting, continuation
+from unsure.labelbias.scoring import ItemScorer, TaskPrompting, continuation, score_contexts_both
 
 LABELS = ("Yes", "No", "maybe so")  # label token lengths differ: scores are length-normalised
 POOL = tuple(
@@ -119,3 +119,90 @@ def test_lora_adapter_trains_on_the_label_saves_and_loads_back(tiny_models: dict
     assert p_no(engine) == pytest.approx(before, abs=1e-7)  # the engine's base model is untouched
     tuned = HFEngine(path, adapter=str(tmp_path / "adapter"))
     assert p_no(tuned) > 10 * before  # the adapter is merged in and moves the label
+
+
+# ---------------------------------------------------------------- the two label scorings on the real SNI tasks
+
+
+def _authors_distribution(
+    model: AutoModelForCausalLM, tok: AutoTokenizer, prompt: str, labels: tuple[str, ...]
+) -> np.ndarray:
+    """The authors' scoring, written from their description: ``prompt + ' ' + label + EOS`` tokenised
+    whole, the prompt's tokens masked, the model's mean loss over what is left (label tokens and EOS),
+    softmax of minus the loss over the labels. Plain full forward passes, no packing."""
+    scores = []
+    n_prompt = len(tok(prompt)["input_ids"])
+    for label in labels:
+        ids = torch.tensor([tok(prompt + " " + label.strip() + tok.eos_token)["input_ids"]])
+        target = ids.clone()
+        target[:, :n_prompt] = -100
+        with torch.no_grad():
+            loss = model(input_ids=ids, labels=target).loss
+        scores.append(-float(loss))
+    s = np.array(scores)
+    z = np.exp(s - s.max())
+    return z / z.sum()
+
+
+def _ours_distribution(
+    model: AutoModelForCausalLM, tok: AutoTokenizer, prompt: str, labels: tuple[str, ...]
+) -> np.ndarray:
+    """Today's scoring on fresh passes: summed log-probability of `` label`` (no EOS), per-token
+    mean when the labels' token counts differ."""
+    ctx = tok(prompt)["input_ids"]
+    logprobs, lengths = [], []
+    for label in labels:
+        full = tok(prompt + continuation(label))["input_ids"]
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([full])).logits[0].double(), dim=-1)
+        cont = full[len(ctx) :]
+        logprobs.append(sum(float(lp[len(ctx) - 1 + i, t]) for i, t in enumerate(cont)))
+        lengths.append(len(cont))
+    s = np.array(logprobs) / np.array(lengths) if len(set(lengths)) > 1 else np.array(logprobs)
+    z = np.exp(s - s.max())
+    return z / z.sum()
+
+
+def test_paper_and_corrected_label_scorings_on_the_real_sni_tasks(
+    tiny_models: dict[str, Path], shared_data: Path
+) -> None:
+    """One packed pass gives both scorings; each equals an independent plain-forward implementation."""
+    from unsure.labelbias.tasks import read_task
+
+    files = sorted((shared_data / "sni" / "tasks").glob("*.json"))
+    if len(files) < 7:
+        pytest.skip("the seven real SNI task files are not in ../shared/data/sni/tasks")
+    path = tiny_models["llama"]
+    engine = HFEngine(str(path))
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    n_checked = 0
+    for file in files:
+        task = read_task(file)
+        rows = task.instances.head(5)
+        pool = tuple(zip(rows["input"].head(2), rows["output"].head(2), strict=True))
+        prompts_ = [prompts.sni_prompt(task.definition, pool, x) for x in rows["input"].iloc[2:5]]
+        prompts_.append(prompts.sni_prompt(task.definition, pool, "", paper=True))  # the empty CC input
+        prompts_.append(prompts.sni_prompt(task.definition, (), rows["input"].iloc[2]))  # k = 0
+        corrected, paper = score_contexts_both(engine, prompts_, [task.labels] * len(prompts_))
+        for prompt, ours, theirs in zip(prompts_, corrected, paper, strict=True):
+            np.testing.assert_allclose(theirs, _authors_distribution(model, tok, prompt, task.labels), atol=1e-5)
+            np.testing.assert_allclose(ours, _ours_distribution(model, tok, prompt, task.labels), atol=1e-5)
+            n_checked += 1
+        assert not np.allclose(np.stack(corrected), np.stack(paper))  # the scorings differ
+    assert n_checked == 7 * 5
+
+
+def test_item_scorer_carries_both_scorings_and_eos_leaves_the_label_scores_unchanged(
+    tiny_models: dict[str, Path],
+) -> None:
+    engine = HFEngine(str(tiny_models["gpt2"]))
+    out = ItemScorer(engine, {"t": TASK}, shots=[0, 2], sets=2)(_items())
+    assert {"probs", "probs_paper"} <= set(out.columns)
+    assert all(len(a) == len(b) for a, b in zip(out["probs"], out["probs_paper"], strict=True))
+    req = [ContinuationRequest("Decide. Input: a cat.\n\nOutput:", tuple(continuation(lab) for lab in LABELS))]
+    plain_scores = engine.continuation_scores(req)[0]
+    with_eos = engine.continuation_scores([ContinuationRequest(req[0].context, req[0].continuations, eos=True)])[0]
+    np.testing.assert_allclose(with_eos.logprob, plain_scores.logprob, atol=1e-6)
+    assert (with_eos.n_tokens == plain_scores.n_tokens).all() and plain_scores.eos_logprob is None
+    assert with_eos.eos_logprob is not None and (with_eos.eos_logprob < 0).all()

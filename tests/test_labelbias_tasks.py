@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -230,3 +232,114 @@ def test_task_info_source_is_the_studys_file_at_a_pinned_commit(shared_data: Pat
     assert len(sources.LABEL_BIAS_REF) == 40
     got = sources.obtain(source, tmp_path / "full_task_info.csv", local_dir=shared_data / "sni")
     assert len(tasks.read_summaries(got)) == 1613
+
+
+# ---------------------------------------------------------------- protocol: paper
+
+
+def test_empty_input_renders_as_the_authors_collator_does_under_paper() -> None:
+    assert prompts.sni_prompt("Decide", [], "").endswith("Input:\n\nOutput:")
+    assert prompts.sni_prompt("Decide", [], "", paper=True) == "Decide.\n\nInput: .\n\nOutput:"
+    demos = [("good film", "positive"), ("bad?", "negative")]
+    assert prompts.sni_prompt("Decide", demos, "fine film", paper=True) == prompts.sni_prompt(
+        "Decide", demos, "fine film"
+    )
+
+
+def _templates(shared_data: Path) -> dict[str, str]:
+    return prompts.read_templates(shared_data / "sni" / "task_info" / "classification_task_input_templates.csv")
+
+
+def test_paper_dc_inputs_keep_the_task_template_on_the_real_tasks(shared_data: Path) -> None:
+    """task1216 inputs are ``Head: ... <sep>Tail: ...``: each DC input keeps both markers, in order."""
+    templates = _templates(shared_data)
+    assert len(templates) == 279
+    task = tasks.read_task(shared_data / "sni" / "tasks" / "task1216_atomic_classification_causes.json")
+    template = templates[prompts.task_number(task.name)]
+    assert template.count("{INPUT}") >= 2
+    texts = task.instances["input"].head(200).tolist()
+    seed = tasks.task_seed(0, "x")
+    made = prompts.domain_inputs_paper(texts, template, 20, seed)
+    assert len(made) == 20 and made == prompts.domain_inputs_paper(texts, template, 20, tasks.task_seed(0, "x"))
+    head, tail = [m for m in template.split("{INPUT}") if m.strip()][:2]
+    for text in made:
+        assert text.startswith(head) and tail in text
+        assert text == text.lower() or head != head.lower()  # words are lower-cased; markers kept verbatim
+        first, second = text[len(head) :].split(tail)
+        # ceil of the mean word count per part, without replacement
+        parts = [prompts.split_by_template(t, template.split("{INPUT}")) for t in texts]
+        sizes = [[len(p.split()) for p in ps] for ps in parts]
+        assert len(second.split()) == int(np.ceil(np.mean([s[-1] for s in sizes])))
+        assert len(first.split()) == int(np.ceil(np.mean([s[1] for s in sizes])))
+    # ours (corrected) scrambles the markers among the words
+    ours = prompts.domain_inputs(texts, 20, seed)
+    assert not all(t.startswith(head) and tail in t for t in ours)
+
+
+def test_build_items_under_paper_follow_the_templates_of_every_real_multipart_task(shared_data: Path) -> None:
+    templates = _templates(shared_data)
+    for file in sorted((shared_data / "sni" / "tasks").glob("*.json")):
+        task = tasks.read_task(file)
+        template = templates.get(prompts.task_number(task.name))
+        if template is None or template.count("{INPUT}") < 2:
+            continue
+        drawn = tasks.draw_instances(task, n_eval=100, n_heldout=8, n_pool=16, seed=0)
+        items = prompts.build_items(
+            drawn, shots=[0], sets=1, content_free=["N/A"], n_domain=5, seed=0, protocol="paper", templates=templates
+        )
+        markers = [m.strip() for m in template.split("{INPUT}") if m.strip()]
+        for text in items.loc[items["kind"] == "dc", "input"]:
+            at = [text.find(m) for m in markers]
+            assert -1 not in at and at == sorted(at), (task.name, text)
+
+
+PAPER_SEMANTICALLY_EQUIVALENT = {
+    # sentence completion (category Text Completion)
+    "task156_codah_classification_adversarial",
+    "task213_rocstories_correct_ending_classification",
+    "task214_rocstories_incorrect_ending_classification",
+    "task221_rocstories_two_choice_classification",
+    "task268_casehold_legal_answer_generation",
+    "task296_storycloze_correct_end_classification",
+    "task297_storycloze_incorrect_end_classification",
+    "task1393_superglue_copa_text_completion",  # COPA: the more plausible continuation, A or B
+    # multiple-choice question answering (category Question Answering, options as labels)
+    "task073_commonsenseqa_answer_generation",
+    "task104_semeval_2019_task10_closed_vocabulary_mathematical_answer_generation",
+    "task228_arc_answer_generation_easy",
+    "task229_arc_answer_generation_hard",
+    "task230_iirc_passage_classification",
+    "task231_iirc_link_classification",
+    "task309_race_answer_generation",
+    "task580_socialiqa_answer_generation",
+    "task1135_xcsr_en_commonsense_mc_classification",
+    "task1431_head_qa_answer_generation",
+}
+
+
+def test_semantically_equivalent_subset_is_the_papers_18_tasks_on_the_real_metadata(shared_data: Path) -> None:
+    import ast
+
+    sni_dir = shared_data / "sni"
+    study = (sni_dir / "splits" / "classification_tasks" / "test_tasks.txt").read_text().split()
+    categories = tasks.read_categories(sni_dir / "task_info" / "full_task_info.csv")
+    info = pd.read_csv(sni_dir / "splits" / "classification_tasks" / "test_tasks_info.csv").set_index("Name")
+    chosen = {
+        name
+        for name in study
+        if tasks.semantically_equivalent(
+            name, categories[name], tuple(ast.literal_eval(info.at[name, "Labels Distribution"]))
+        )
+    }
+    assert len(PAPER_SEMANTICALLY_EQUIVALENT) == 18
+    assert chosen == PAPER_SEMANTICALLY_EQUIVALENT
+
+
+def test_task_table_markdown_keeps_the_labels_in_one_cell(tmp_path: Path) -> None:
+    from unsure.report import write_table
+
+    frame = pd.DataFrame({"task": ["t"], "labels": [tasks.label_list(["a|b", "c\nd", *map(str, range(9))])]})
+    write_table(frame, tmp_path / "tasks")
+    rows = [line for line in (tmp_path / "tasks.md").read_text().splitlines() if line.startswith("|")]
+    cells = {len([c for c in re.split(r"(?<!\\)\|", line)]) for line in rows}
+    assert cells == {4}  # two cells per row: task, labels

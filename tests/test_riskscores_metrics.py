@@ -140,7 +140,12 @@ def test_unparsed_scores_are_counted_and_metrics_use_the_rest(caplog: pytest.Log
     assert metrics.loc["clean", "n_unparsed"] == 0 and metrics.loc["clean", "n"] == 200
     parsed = frame.dropna(subset=["p_hat"])
     ev, fit = parsed[parsed["split"] == "eval"], parsed[parsed["split"] == "threshold"]
-    want = evaluate(ev["label"], ev["p_hat"], threshold=fit_threshold(fit["label"], fit["p_hat"]))
+    want = evaluate(
+        ev["label"],
+        ev["p_hat"],
+        threshold=fit_threshold(fit["label"], fit["p_hat"]),
+        threshold_balanced=fit_threshold(fit["label"], fit["p_hat"], "balanced_accuracy"),
+    )
     for key, value in want.items():
         assert metrics.loc["m", key] == pytest.approx(value), key
 

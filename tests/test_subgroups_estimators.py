@@ -7,6 +7,8 @@ import pytest
 from scipy import stats
 
 from unsure.subgroups.estimators import (
+    Floats,
+    Ints,
     SRSettings,
     crossfit_sr,
     direct,
@@ -120,8 +122,71 @@ def test_estimate_problem_returns_every_method() -> None:
     unit = np.repeat(np.arange(units), 12)
     values = (rng.random(len(unit)) < 0.7).astype(float)
     res = estimate_problem(X, values, unit, units, np.arange(units) % 2, binary=True, sr=SR)
-    assert set(res.estimates) == {"DT", "SR", "EB", "Lasso"}
-    for method in ("DT", "EB"):
+    assert set(res.estimates) == {"DT", "SR", "EB", "Lasso", "EB-corrected"}  # the paper protocol by default
+    for method in ("DT", "EB", "EB-corrected"):
         assert np.all(res.lower[method] <= res.upper[method])
     assert np.isnan(res.lower["SR"]).all()
     np.testing.assert_allclose(res.estimates["DT"], res.stats.z)
+
+
+def test_each_protocol_reports_the_other_eb_beside_it() -> None:
+    """0/1 values: EB under the chosen protocol, the other protocol's EB beside it; none for losses."""
+    rng = np.random.default_rng(4)
+    units = 30
+    X = rng.normal(size=(units, 3))
+    unit = np.repeat(np.arange(units), 5)
+    values = (rng.random(len(unit)) < 0.9).astype(float)
+    folds = np.arange(units) % 2
+    paper = estimate_problem(X, values, unit, units, folds, binary=True, sr=SR, variance="plugin")
+    corrected = estimate_problem(X, values, unit, units, folds, binary=True, sr=SR, variance="laplace")
+    np.testing.assert_allclose(paper.lower["EB-corrected"], corrected.lower["EB"])
+    np.testing.assert_allclose(corrected.upper["EB-paper"], paper.upper["EB"])
+    agree = (paper.stats.z == 0) | (paper.stats.z == 1)
+    assert agree.any()
+    assert np.all(paper.upper["EB"][agree] == paper.lower["EB"][agree])  # the paper's zero width
+    assert np.all(corrected.upper["EB"] - corrected.lower["EB"] > 0)
+    loss = estimate_problem(X, rng.random(len(unit)), unit, units, folds, binary=False, sr=SR)
+    assert set(loss.estimates) == {"DT", "SR", "EB", "Lasso"}
+
+
+def test_protocol_sets_the_binary_variance() -> None:
+    from unsure.subgroups.evaluate import Protocol
+
+    assert Protocol.from_params({"protocol": "corrected"}).binary_variance == "laplace"
+    assert Protocol.from_params({}).binary_variance == "plugin"
+
+
+def _uninformative_case(seed: int, units: int = 60, n: int = 40) -> tuple[Floats, Floats, Floats, Ints]:
+    """Subgroup accuracies mostly off the features' regression, 40 rows each: DT is hard to beat."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(units, 3))
+    theta = np.clip(0.6 + 0.05 * X[:, 0] + rng.normal(0, 0.15, units), 0.02, 0.98)
+    unit = np.repeat(np.arange(units), n)
+    values = (rng.random(units * n) < theta[unit]).astype(np.float64)
+    return X, theta, values, unit
+
+
+def test_lasso_cv_does_not_stop_at_the_grid_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the grid ending at 1e-2·λmax, CV picked its end in 8 of 8 draws here and the Lasso had
+    1.38× DT's MSE; the grid now goes to 1e-4·λmax, where CV stops inside it and the Lasso is near DT."""
+    import unsure.subgroups.estimators as est_mod
+
+    ends: list[float] = []
+    grid = est_mod.lasso_grid
+
+    def recording(a_max: float, n_lambdas: int) -> Floats:
+        out = grid(a_max, n_lambdas)
+        ends.append(float(out[-1]))
+        return out
+
+    monkeypatch.setattr(est_mod, "lasso_grid", recording)
+    at_end, ratios = 0, []
+    for seed in range(8):
+        X, theta, values, unit = _uninformative_case(seed)
+        fit, lam = structured_regression(X, values, unit, 60, binary=True, seed=seed)
+        at_end += int(np.isclose(lam, ends[-1]))
+        z = np.bincount(unit, weights=values) / np.bincount(unit)
+        ratios.append(np.mean((fit - theta) ** 2) / np.mean((z - theta) ** 2))
+    assert est_mod.LASSO_FLOOR <= 1e-4
+    assert at_end <= 2, f"CV chose the grid's end in {at_end} of 8 draws"
+    assert np.mean(ratios) < 1.15

@@ -86,7 +86,8 @@ def test_estimates_cover_designs_metrics_and_methods(
         ("equal-10", "accuracy"),
         ("equal-20", "accuracy"),
     }
-    assert set(est["method"].astype(str)) == {"DT", "SR", "EB", "Lasso"}
+    assert set(est["method"].astype(str)) == {"DT", "SR", "EB", "Lasso", "EB-corrected"}
+    assert set(est.loc[est["method"] == "EB-corrected", "metric"].astype(str)) == {"accuracy"}  # 0/1 only
     assert set(est["rep"]) == {0, 1, 2}
     assert {"a_hat", "mu2", "kappa", "lasso_lambda"} <= set(problems.columns)
     assert set(importance["left_out"]) == {"none", "embedding", "confidence", "model", "task"}
@@ -108,6 +109,9 @@ def test_tables_summarise_units_and_ratios(
     t1, t2, t3 = table1(um, 15), table2(um), table3(um, 15)
     assert set(t1["metric"]) == {"brier", "cross_entropy"} and (t1["source"] == "riskscores").all()
     assert set(t2["n_g"]) == {10, 20}
+    # the paper protocol's EB, with the corrected one beside it
+    assert {"coverage EB", "coverage EB-corrected", "width EB-corrected", "ratio EB-corrected"} <= set(t2.columns)
+    assert not {"coverage EB-paper"} & set(t2.columns)
     assert {"EB/DT", "Lasso/DT", "EB/DT small", "Lasso/DT large"} <= set(t3.columns)
     # a ratio is the mean unit MSE of the method over DT's, in the same cell
     cell = um[(um["source"] == "labelbias") & (um["design"] == "proportional")]

@@ -89,3 +89,53 @@ def test_eb_tends_to_synthetic_regression_as_noise_grows() -> None:
             assert run.weight.max() < 0.01
     assert gaps[0] > gaps[1] > gaps[2]
     assert gaps[-1] < 0.01
+
+
+def test_corrected_protocol_covers_binary_subgroups_without_zero_width_intervals(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Accuracy of subgroups with 10 rows each: θ_g = logistic(1 + f(X_g) + N(0, 0.8²)).
+
+    About one unit in nine draws 10 right (or 10 wrong) rows. Under ``paper``
+    (plug-in σ̂² = 0 there) those units keep Z_g with a zero-width interval that
+    cannot cover θ_g; ``corrected`` (Laplace σ̂²) covers at the nominal 95%.
+    """
+    from unsure.subgroups.estimators import PROTOCOL_VARIANCE, estimate_problem
+
+    units, n = 150, 10
+    sr = SRSettings(trees=(25, 50), depths=(1, 2), learning_rate=0.1, cv_folds=2)
+    covered: dict[str, list[npt.NDArray[np.bool_]]] = {"EB": [], "EB-paper": []}
+    zero: dict[str, list[npt.NDArray[np.bool_]]] = {"EB": [], "EB-paper": []}
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(units, 3))
+        theta = 1 / (1 + np.exp(-(1.0 + 0.6 * X[:, 0] + 0.4 * np.tanh(X[:, 1]) + rng.normal(0, 0.8, units))))
+        unit = np.repeat(np.arange(units), n)
+        values = (rng.random(units * n) < theta[unit]).astype(np.float64)
+        folds = rng.permutation(units) % 2
+        res = estimate_problem(
+            X,
+            values,
+            unit,
+            units,
+            folds,
+            binary=True,
+            sr=sr,
+            lasso_lambdas=3,
+            seed=seed,
+            variance=PROTOCOL_VARIANCE["corrected"],
+        )
+        for method in covered:
+            covered[method].append((res.lower[method] <= theta) & (theta <= res.upper[method]))
+            zero[method].append(res.upper[method] - res.lower[method] <= 1e-12)
+    coverage = {m: float(np.concatenate(c).mean()) for m, c in covered.items()}
+    zero_width = {m: float(np.concatenate(z).mean()) for m, z in zero.items()}
+    with capsys.disabled():
+        print(
+            f"\nEB coverage: corrected {coverage['EB']:.3f}, paper {coverage['EB-paper']:.3f}; "
+            f"zero-width share: corrected {zero_width['EB']:.3f}, paper {zero_width['EB-paper']:.3f}"
+        )
+    assert coverage["EB"] >= 0.94
+    assert zero_width["EB"] == 0.0
+    assert zero_width["EB-paper"] > 0.05  # the paper's plug-in variance: all-agreeing units
+    assert coverage["EB-paper"] < coverage["EB"] - 0.05

@@ -72,8 +72,8 @@ def test_a_missing_study_file_is_named(checkout: Path) -> None:
 
 
 def test_bad_subgroups_config_names_the_key(checkout: Path) -> None:
-    config = with_subgroups(checkout, binary_variance="exact")
+    config = with_subgroups(checkout, protocol="exact")
     result = snakemake("-n", "subgroups_all", "--configfile", config, cwd=checkout)
     assert result.returncode != 0
-    assert "studies.subgroups.binary_variance" in result.stdout + result.stderr
+    assert "studies.subgroups.protocol" in result.stdout + result.stderr
     assert not (checkout / "results").exists()

@@ -33,6 +33,8 @@ def jobs(out: str) -> dict[str, int]:
 def copy_workflow(dest: Path) -> Path:
     """A copy of the workflow without resources/ or results/, so runs cannot touch the real tree."""
     shutil.copytree(
-        REPO, dest, ignore=shutil.ignore_patterns(".venv", ".git", "resources", "results", ".snakemake", "*cache*")
+        REPO,
+        dest,
+        ignore=shutil.ignore_patterns(".venv", ".git", "resources", "results", ".snakemake", ".shadow", "*cache*"),
     )
     return dest

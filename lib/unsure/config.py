@@ -133,6 +133,12 @@ class ZooModel(Strict):
     """A folder with a real model's tokenizer files and ``config.json`` (no weights): the
     model is that config's architecture at this entry's sizes, and keeps the real tokenizer
     byte for byte (vocabulary, special tokens, chat template); ``vocab_size`` is ignored."""
+    model_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")] | None = None
+    """With ``tokenizer``: build this transformers ``model_type`` instead of the folder's
+    ``config.json`` one (Mixtral's mixture of experts with Mistral's tokenizer: ``mixtral``),
+    or in place of a ``config.json`` the folder lacks (``roberta`` from roberta-base's
+    tokenizer files). The folder's vocabulary and special token ids are kept; an encoder type
+    (``bert``, ``roberta``, ...) is built as a multiple-choice model."""
     vocab_size: Annotated[int, Field(ge=300, le=200_000)] = 4096
     hidden_size: PositiveInt = 64
     layers: PositiveInt = 2
@@ -148,6 +154,8 @@ class ZooModel(Strict):
             raise ValueError(
                 "a zoo model names exactly one of architecture (a trained tokenizer) or tokenizer (a folder)"
             )
+        if self.model_type is not None and self.tokenizer is None:
+            raise ValueError("model_type: only with tokenizer (a folder of real tokenizer files)")
         if self.tokenizer is not None and self.chat:
             raise ValueError("chat: a real tokenizer folder keeps its own chat template (or none)")
         if self.hidden_size % self.heads:
@@ -299,6 +307,13 @@ class RiskAnalysis(Strict):
 class Riskscores(Study):
     """LLMs as risk scores on ACS PUMS tasks (folktexts)."""
 
+    protocol: Literal["paper", "corrected"] = "corrected"
+    """``paper``: the prompts folktexts builds (its header, ``Information:`` block, value words,
+    questions and options; plain text for instruct models too) and its threshold rule (maximise
+    balanced accuracy); ``corrected``: ours (Census dictionary words, questions from the Census
+    questionnaire, chat templates for instruct models, threshold maximising accuracy). Both
+    threshold rules and both ECE binnings are computed in every run and shown in
+    ``tables/reproduction``."""
     tasks: tuple[str, ...] = ACS_TASKS
     """folktables task names and names under ``custom_tasks``."""
     custom_tasks: dict[Name, RiskTask] = Field(default_factory=dict)
@@ -391,6 +406,11 @@ class Nextword(Study):
     """Passages (``text_id``) studied; empty: all of them."""
     oracle_splits: PositiveInt = 20
     ece_bins: PositiveInt = 10
+    protocol: Literal["paper", "corrected"] = "corrected"
+    """``paper``: Table 1 as the authors' code computes it (``unsure.nextword.paper``: ECE with 1.0 in no
+    bin, raw corpus word, first-in-list ties, 20-vs-rest oracle with ``random.seed`` per position, last
+    position dropped); ``corrected``: ours. Both are metric-level: the choice is which values Table 1 shows,
+    and ``tables/reproduction`` (``unsure.nextword.paper.reproduction_table``) shows both per cell."""
     sample_files: dict[Name, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
     """Pre-collected samples (JSON Lines, format in the README) by system name; each is one more system."""
     biased_models: tuple[Name, ...] = ()
@@ -476,6 +496,13 @@ class LabelbiasLora(Strict):
 class Labelbias(Study):
     """Label bias of LLM classifiers on SUPER-NATURALINSTRUCTIONS."""
 
+    protocol: Literal["paper", "corrected"] = "corrected"
+    """``paper``: the authors' released code where it differs from ours (domain-context inputs
+    built per input-template part, ``Input: .`` for an empty input, the paper's 18 tasks with
+    semantically equivalent labels in Fig. 4, macro-F1 over gold labels, and the tables' and
+    figures' headline label scoring ``' label' + EOS``, mean over its tokens); ``corrected``:
+    ours. Both label scorings are computed in every run (one forward pass) and both shown in
+    ``tables/reproduction``."""
     shots: tuple[Annotated[int, Field(ge=0)], ...] = Field(default=(0, 2, 4, 8, 16), min_length=1)
     demonstration_sets: PositiveInt = 3
     """Disjoint demonstration sets per k > 0, drawn in order from the pool (k = 0 has one)."""
@@ -492,6 +519,10 @@ class Labelbias(Study):
     task_info: str | None = None
     """CSV of SNI task metadata (``Name``, ``Summary``; the study's ``full_task_info.csv``), whose
     summaries widen the candidate filter; null: names and categories of the task files alone."""
+    input_templates: str | None = None
+    """CSV of the study's per-task input templates (``task``, ``template`` with ``{INPUT}`` for each
+    part; its ``classification_tasks.csv``), which domain-context inputs follow under ``protocol:
+    paper``; tasks it lacks (matched by task number) get one part. Null: one part for every task."""
     content_free_inputs: tuple[str, ...] = Field(default=("N/A", "[MASK]", ""), min_length=1)
     """Contextual calibration's content-free inputs."""
     domain_inputs: PositiveInt = 20
@@ -583,8 +614,11 @@ class Subgroups(Study):
     """Cross-fitting folds (and cross-validation folds of the synthetic regression)."""
     lasso_lambdas: PositiveInt = 20
     """Length of the λ path of the structured (Lasso) regression."""
-    binary_variance: Literal["plugin", "laplace"] = "plugin"
-    """σ̂² of an accuracy: ``Z(1 − Z)/n`` (plugin, the paper's) or with Z̃ = (nZ + 1)/(n + 2) (laplace)."""
+    protocol: Literal["paper", "corrected"] = "corrected"
+    """σ̂² of an accuracy: ``Z(1 − Z)/n`` as the paper (``paper``; zero, hence an unshrunk EB with a
+    zero-width interval, when every sampled row agrees) or with Z̃ = (nZ + 1)/(n + 2) in place of Z
+    (``corrected``, never zero). The other protocol's EB is reported beside it (``EB-paper`` /
+    ``EB-corrected``)."""
     generated_rows: Annotated[int, Field(ge=500)] = 8000
     """Rows per dataset of a generated input."""
     generated_subgroups: Annotated[int, Field(ge=2)] = 40
@@ -635,6 +669,9 @@ class Decisionrisk(Study):
     """Confidence level of the relative risk ratio's interval."""
     chunk_rows: PositiveInt = 256
     """Rows per checkpointed chunk of a generative inference shard."""
+    protocol: Literal["paper", "corrected"] = "corrected"
+    """``paper``: the paper's rules (Calibrator trained original-vs-injected per injection function);
+    ``corrected``: the same plus ``Calibrator-correct``, a Calibrator of the selection's correctness."""
 
 
 class Studies(Strict):

@@ -57,6 +57,7 @@ __all__ = [
     "piqa",
     "piqa_labels",
     "provo_norms",
+    "sni_input_templates",
     "sni_split",
     "sni_task",
     "sni_task_info",
@@ -285,6 +286,27 @@ def sni_task_info(ref: str = LABEL_BIAS_REF) -> Source:
         config_key=SNI_KEY,
         validate=_text_file(csv_with_columns(_TASK_INFO_COLUMNS, min_rows=1000)),
         expect=f"a CSV with columns {', '.join(_TASK_INFO_COLUMNS)} and a row per SNI task",
+    )
+
+
+def sni_input_templates(ref: str = LABEL_BIAS_REF) -> Source:
+    """The label-bias study's input template of each of its 279 tasks (``task``, ``template``, an
+    ``{INPUT}`` slot per input part), which its domain-context inputs follow.
+
+    A local copy is ``<local_dir>/task_info/classification_task_input_templates.csv``.
+    """
+    _check_ref(ref)
+    filename = "task_info/classification_task_input_templates.csv"
+    # verified: src/superni/task_info/task_input_templates/classification_tasks.csv of
+    # schwartz-lab-NLP/label-bias (git mirror) is byte-identical to the copy in ../shared/data/sni
+    # under this file name: 279 rows, 174 templates with more than one slot.
+    return Source(
+        key=f"sni/label-bias/{ref}/{filename}",
+        url=f"{_LABEL_BIAS_REPO}/{ref}/src/superni/task_info/task_input_templates/classification_tasks.csv",
+        filename=filename,
+        config_key=SNI_KEY,
+        validate=_text_file(csv_with_columns(("task", "template"), min_rows=200)),
+        expect="a CSV with columns task, template and a row per study task",
     )
 
 

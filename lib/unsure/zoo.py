@@ -26,6 +26,7 @@ from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
     AutoModelForMultipleChoice,
+    AutoTokenizer,
     BertConfig,
     BertTokenizer,
     GPT2Config,
@@ -176,14 +177,46 @@ def model_config(spec: ZooModel, tokenizer: PreTrainedTokenizerBase) -> Pretrain
     )
 
 
+ENCODER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "deberta", "deberta-v2", "electra"})
+"""Model types a zoo entry builds as a multiple-choice encoder (every other type: a causal LM)."""
+
+
+FEED_FORWARD_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")
+"""Config keys of the feed-forward width (GPT-2: ``n_inner``; Falcon: ``ffn_hidden_size``; OPT: ``ffn_dim``)."""
+
+
+def real_config(folder: str | Path, spec: ZooModel) -> PretrainedConfig:
+    """The full-size config of a tokenizer folder's model: its ``config.json``, as
+    ``spec.model_type`` when that names another architecture (its options carried over,
+    the new type's own defaults for the rest), or ``spec.model_type``'s defaults with the
+    tokenizer's vocabulary and special token ids when the folder has no ``config.json``."""
+    path = Path(folder) / "config.json"
+    if path.is_file():
+        if spec.model_type is None:
+            return AutoConfig.from_pretrained(folder)
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        for key in ("model_type", "architectures", "auto_map", "transformers_version"):
+            raw.pop(key, None)
+        return AutoConfig.for_model(spec.model_type, **raw)
+    if spec.model_type is None:
+        raise FileNotFoundError(f"tokenizer folder {folder} has no config.json: name the architecture with model_type")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids = {f"{k}_token_id": getattr(tokenizer, f"{k}_token_id") for k in ("bos", "eos", "pad")}
+    # a special token the tokenizer files leave undeclared keeps the architecture's default id
+    return AutoConfig.for_model(
+        spec.model_type, vocab_size=len(tokenizer), **{k: v for k, v in ids.items() if v is not None}
+    )
+
+
 def shrunk_config(folder: str | Path, spec: ZooModel) -> PretrainedConfig:
-    """A real model's ``config.json`` at ``spec``'s sizes: same architecture, vocabulary,
-    special token ids, attention layout (grouped or multi-query keys stay so) and options.
+    """A real model's ``config.json`` (:func:`real_config`) at ``spec``'s sizes: same
+    architecture, vocabulary, special token ids, attention layout (grouped or multi-query
+    keys stay so) and options.
 
     ``auto_map`` is dropped: the model is transformers' own class of that ``model_type``,
     as the engine loads it without ``trust_remote_code``.
     """
-    config = AutoConfig.from_pretrained(folder)
+    config = real_config(folder, spec)
     heads = config.num_attention_heads
     kv = getattr(config, "num_key_value_heads", None)
     sizes: dict[str, Any] = {
@@ -193,9 +226,10 @@ def shrunk_config(folder: str | Path, spec: ZooModel) -> PretrainedConfig:
     }
     if kv is not None:
         sizes["num_key_value_heads"] = max(1, spec.heads * kv // heads)
-    if getattr(config, "intermediate_size", None) is not None or config.model_type == "gpt2":
-        key = "n_inner" if config.model_type == "gpt2" else "intermediate_size"
-        sizes[key] = spec.intermediate_size or 4 * spec.hidden_size
+    for key in FEED_FORWARD_KEYS:
+        # also a width the config class derived from the real hidden size when it was read
+        if getattr(config, key, None) is not None or (key == "n_inner" and config.model_type == "gpt2"):
+            sizes[key] = spec.intermediate_size or 4 * spec.hidden_size
     if getattr(config, "head_dim", None) is not None and not isinstance(
         getattr(type(config), "head_dim", None), property
     ):
@@ -214,11 +248,16 @@ def build_from_tokenizer(name: str, spec: ZooModel, out_dir: str | Path, *, zoo_
     tokenizer and generation files copied unchanged (re-saving could alter them)."""
     assert spec.tokenizer is not None
     folder = Path(spec.tokenizer)
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"zoo model {name!r}: tokenizer folder {folder} has no config.json")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"zoo model {name!r}: tokenizer folder {folder} does not exist")
+    if not (folder / "config.json").is_file() and spec.model_type is None:
+        raise FileNotFoundError(
+            f"zoo model {name!r}: tokenizer folder {folder} has no config.json (name the architecture with model_type)"
+        )
     config = shrunk_config(folder, spec)
     torch.manual_seed(model_seed(zoo_seed, name))
-    model: PreTrainedModel = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    auto: Any = AutoModelForMultipleChoice if config.model_type in ENCODER_TYPES else AutoModelForCausalLM
+    model: PreTrainedModel = auto.from_config(config, dtype=torch.float32)
     model.eval()
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)

@@ -27,6 +27,7 @@ with logged(snakemake.log[0]) as log:
         injections=p.injections,
         forest=ForestSettings(**p.forest),
         seed=p.seed,
+        protocol=p.protocol,
     )
     write_parquet(snakemake.output.decisions, decisions.assign(benchmark=snakemake.wildcards.benchmark))
     log.info("%d decisions", len(decisions))

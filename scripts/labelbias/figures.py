@@ -1,4 +1,4 @@
-"""Figures 2-4 and the per-family appendix figures."""
+"""Figures 2-4 and the per-family appendix figures, under the protocol's label scoring and Fig. 4 subset."""
 
 from pathlib import Path
 
@@ -8,11 +8,15 @@ from unsure.labelbias.plots import write_figures
 from unsure.logs import logged
 
 with logged(snakemake.log[0]):
+    p = snakemake.params
     tasks = pd.read_parquet(snakemake.input.tasks)
     per_task = pd.concat([pd.read_parquet(f) for f in snakemake.input.metrics], ignore_index=True)
+    paper = p.protocol == "paper"
+    column = "semantically_equivalent" if paper else "interchangeable"
     write_figures(
-        per_task,
-        pd.DataFrame(snakemake.params.models),
-        set(tasks.loc[tasks["selected"] & tasks["interchangeable"], "task"]),
+        per_task[per_task["scoring"] == p.scoring],
+        pd.DataFrame(p.models),
+        set(tasks.loc[tasks["selected"] & tasks[column], "task"]),
         Path(snakemake.output[0]).parent,
+        subset_name="semantically equivalent labels" if paper else "interchangeable labels",
     )

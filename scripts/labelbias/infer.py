@@ -22,6 +22,7 @@ with logged(snakemake.log[0]):
         shots=p.shots,
         sets=p.sets,
         wrap=chat_wrapper(engine) if chat else plain,
+        paper_prompt=p.protocol == "paper",
     )
     run_shard(
         items,
@@ -30,6 +31,6 @@ with logged(snakemake.log[0]):
         shard=int(snakemake.wildcards.lb_shard),
         n_shards=p.shards,
         chunk_rows=p.chunk_rows,
-        fingerprint={"model": p.entry, "shots": list(p.shots), "sets": p.sets, "chat": chat},
+        fingerprint={"model": p.entry, "shots": list(p.shots), "sets": p.sets, "chat": chat, "protocol": p.protocol},
         tokens=engine.tokens_processed,
     )

@@ -1,7 +1,7 @@
 """Select the classification tasks, draw their instances and list every item to score."""
 
 from unsure.io import write_parquet
-from unsure.labelbias.prompts import build_items
+from unsure.labelbias.prompts import build_items, read_templates
 from unsure.labelbias.tasks import select_tasks
 from unsure.logs import logged
 
@@ -16,6 +16,8 @@ with logged(snakemake.log[0]) as log:
         content_free=p.content_free,
         n_domain=p.domain_inputs,
         seed=p.seed,
+        protocol=p.protocol,
+        templates=read_templates(snakemake.input.templates[0] if snakemake.input.templates else None),
     )
     write_parquet(snakemake.output.tasks, tasks)
     write_parquet(snakemake.output.instances, instances)

@@ -1,26 +1,40 @@
-"""Tables: the task selection, metrics per task, and metrics averaged over tasks and sets."""
+"""Tables: the task selection, metrics per task, metrics averaged over tasks and sets (under the
+protocol's label scoring), and the reproduction ledger (both scorings)."""
 
 from pathlib import Path
 
 import pandas as pd
 
 from unsure.labelbias.evaluate import summarize
+from unsure.labelbias.reproduction import reproduction_table
 from unsure.labelbias.tasks import label_list
 from unsure.logs import logged
 from unsure.report import write_table
 
 with logged(snakemake.log[0]):
+    p = snakemake.params
     out = Path(snakemake.output[0]).parent
     tasks = pd.read_parquet(snakemake.input.tasks)
-    models = pd.DataFrame(snakemake.params.models)
-    per_task = pd.concat([pd.read_parquet(f) for f in snakemake.input.metrics], ignore_index=True)
+    models = pd.DataFrame(p.models)
+    both = pd.concat([pd.read_parquet(f) for f in snakemake.input.metrics], ignore_index=True)
+    per_task = both[both["scoring"] == p.scoring]
     shown = tasks.drop(columns=["definition"]).assign(labels=tasks["labels"].map(label_list))
     write_table(shown, out / "tasks", caption="SNI tasks: the label-bias task filter")
-    cols = ["model", "task", "k", "set", "method", "n_eval", "n_heldout", "accuracy", "macro_f1", "rsd", "bias_score"]
-    write_table(per_task[cols], out / "per_task", caption="Metrics per model, task, k, demonstration set and method")
-    interchangeable = set(tasks.loc[tasks["selected"] & tasks["interchangeable"], "task"])
+    cols = ["model", "task", "k", "set", "method", "n_eval", "n_heldout", "accuracy", "macro_f1", "macro_f1_paper"]
+    cols += ["rsd", "bias_score"]
+    write_table(per_task[cols], out / "per_task", caption=f"Metrics per model, task, k, set and method ({p.scoring})")
+    selected = tasks[tasks["selected"]]
+    interchangeable = set(selected.loc[selected["interchangeable"], "task"])
+    sem_eq = set(selected.loc[selected["semantically_equivalent"], "task"])
     write_table(
-        summarize(per_task, models, interchangeable),
+        summarize(per_task, models, interchangeable, sem_eq),
         out / "summary",
-        caption="Metrics averaged over tasks and demonstration sets",
+        caption=f"Metrics averaged over tasks and demonstration sets ({p.scoring} label scoring)",
+    )
+    write_table(
+        reproduction_table(
+            both, models, protocol=p.protocol, interchangeable=interchangeable, semantically_equivalent=sem_eq
+        ),
+        out / "reproduction",
+        caption="Each difference between the authors' code (paper) and ours (corrected), with its effect",
     )

@@ -27,7 +27,13 @@ with logged(snakemake.log[0]) as log:
     else:
         entry = Model.model_validate(p.model)
         run = feature_scorer(
-            load_engine(entry), task, dictionary, year=p.year, instruct=entry.instruct, both_orders=p.both_orders
+            load_engine(entry),
+            task,
+            dictionary,
+            year=p.year,
+            instruct=entry.instruct,
+            both_orders=p.both_orders,
+            protocol=p.protocol,
         )
 
         def score(frame):

@@ -19,10 +19,17 @@ with logged(snakemake.log[0]) as log:
     entry = Model.model_validate(p.model)
     engine = load_engine(entry)
     score = make_scorer(
-        engine, task, wc.rs_prompting, year=p.year, instruct=entry.instruct, both_orders=p.both_orders, shots=shots
+        engine,
+        task,
+        wc.rs_prompting,
+        year=p.year,
+        instruct=entry.instruct,
+        both_orders=p.both_orders,
+        shots=shots,
+        protocol=p.protocol,
     )
     fingerprint = {"model": p.model, "task": repr(task), "prompting": wc.rs_prompting, "both_orders": p.both_orders,
-                   "shots": [s.text for s in shots], "year": p.year}  # fmt: skip
+                   "shots": [s.text for s in shots], "year": p.year, "protocol": p.protocol}  # fmt: skip
     run_shard(
         scored_rows(rows, p.threshold_rows)[["row_id", "text"]],
         score,

@@ -15,6 +15,10 @@ SNI_RAW = "resources/data/sni/raw"
 # The label-bias study's summaries of every SNI task; studies.labelbias.task_info
 # names this path in the paper config, so the rule below runs before its filter.
 SNI_TASK_INFO = "resources/data/sni/task_info/full_task_info.csv"
+# ... and its input templates, which its domain-context inputs follow (studies.labelbias.input_templates).
+SNI_INPUT_TEMPLATES = (
+    "resources/data/sni/task_info/classification_task_input_templates.csv"
+)
 MCQA_RAW = "resources/data/mcqa/raw"
 
 
@@ -161,6 +165,19 @@ else:
         script:
             "../../scripts/data/sni_task_info.py"
 
+    rule sni_input_templates:
+        output:
+            SNI_INPUT_TEMPLATES,
+        log:
+            f"{LOGS}/data/sni_input_templates.log",
+        conda:
+            "../../envs/unsure.yaml"
+        params:
+            local_dir=CFG.data.sni.local_dir,
+            mirror=CFG.data.sni.mirror,
+        script:
+            "../../scripts/data/sni_input_templates.py"
+
 
 if CFG.data.mcqa.source == "generated":
 
@@ -200,5 +217,7 @@ rule data_all:
         ACS_DICTIONARY,
         PROVO_NORMS,
         SNI_RAW,
-        [] if CFG.data.sni.source == "generated" else [SNI_TASK_INFO],
+        []
+        if CFG.data.sni.source == "generated"
+        else [SNI_TASK_INFO, SNI_INPUT_TEMPLATES],
         expand(f"{MCQA_RAW}/{{benchmark}}", benchmark=CFG.data.mcqa.benchmarks),

@@ -1,4 +1,4 @@
-"""Deciding when to answer (Ghosh et al.): risk injection, decision rules, composite risk.
+"""Deciding when to answer (Shen & Kejriwal): risk injection, decision rules, composite risk.
 
 Per benchmark: instances (official files -> prompt, choices, gold; NQ/WQ/NRA
 copies) -> encoder fine-tuned on the training split -> encoder confidences;
@@ -145,6 +145,7 @@ rule decisionrisk_decide:
         injections=list(DECISIONRISK.injections),
         forest=DECISIONRISK.forest.model_dump(),
         seed=DECISIONRISK.seed,
+        protocol=DECISIONRISK.protocol,
     script:
         "../../scripts/decisionrisk/decide.py"
 

@@ -8,6 +8,8 @@ x part: fine-tune per task, score)] -> evaluate (per model: calibration, metrics
 from unsure.labelbias.lineup import appendix_pairs, figure_names, model_table
 
 LABELBIAS = CFG.studies.labelbias
+# The label scoring the tables and figures lead with (both are computed from one inference run).
+LB_SCORING = "paper" if LABELBIAS.protocol == "paper" else "corrected"
 LB = "results/labelbias"
 LB_LOGS = f"{LB}/logs"
 LB_MODELS = list(LABELBIAS.models)
@@ -17,7 +19,7 @@ LB_MODEL_TABLE = model_table(
     {m: (f.family, f.size) for m, f in LABELBIAS.families.items()},
 )
 LB_FIGURES = figure_names(LB_MODEL_TABLE)
-LB_TABLES = ["tasks", "per_task", "summary"]
+LB_TABLES = ["tasks", "per_task", "summary", "reproduction"]
 # In the report: the appendix figures (after fig2-fig4), one per (family, size), share a caption.
 LB_APPENDIX = dict(zip(LB_FIGURES[3:], appendix_pairs(LB_MODEL_TABLE)))
 LB_FIGURE_LABELS = {fig: {"model": "all models"} for fig in LB_FIGURES[:3]} | {
@@ -65,6 +67,7 @@ rule labelbias_prepare:
     input:
         raw=SNI_RAW,
         task_info=[LABELBIAS.task_info] if LABELBIAS.task_info else [],
+        templates=[LABELBIAS.input_templates] if LABELBIAS.input_templates else [],
     output:
         **LB_PREPARED,
     log:
@@ -87,6 +90,7 @@ rule labelbias_prepare:
         content_free=LABELBIAS.content_free_inputs,
         domain_inputs=LABELBIAS.domain_inputs,
         seed=LABELBIAS.seed,
+        protocol=LABELBIAS.protocol,
     script:
         "../../scripts/labelbias/prepare.py"
 
@@ -110,6 +114,7 @@ rule labelbias_infer:
         sets=LABELBIAS.demonstration_sets,
         chat=LABELBIAS.chat_template,
         chunk_rows=LABELBIAS.chunk_rows,
+        protocol=LABELBIAS.protocol,
     script:
         "../../scripts/labelbias/infer.py"
 
@@ -172,6 +177,8 @@ rule labelbias_tables:
         "../../envs/unsure.yaml"
     params:
         models=LB_MODEL_TABLE.to_dict("list"),
+        protocol=LABELBIAS.protocol,
+        scoring=LB_SCORING,
     script:
         "../../scripts/labelbias/tables.py"
 
@@ -194,6 +201,8 @@ rule labelbias_figures:
         "../../envs/unsure.yaml"
     params:
         models=LB_MODEL_TABLE.to_dict("list"),
+        protocol=LABELBIAS.protocol,
+        scoring=LB_SCORING,
     script:
         "../../scripts/labelbias/figures.py"
 
@@ -212,6 +221,7 @@ rule labelbias_subgroups_input:
         models=LB_MODELS,
         k=LABELBIAS.subgroups_shots,
         set=LABELBIAS.subgroups_set,
+        scoring=LB_SCORING,
     script:
         "../../scripts/labelbias/subgroups_input.py"
 

@@ -11,7 +11,7 @@ NWR = "results/nextword"
 NW_LOGS = f"{NWR}/logs"
 NW_MODELS = CFG.study_models("nextword")
 NW_SHARDS = list(range(NW.shards))
-NW_TABLES = ["table1", "table2", "table3", "table4"]
+NW_TABLES = ["table1", "table2", "table3", "table4", "reproduction"]
 NW_FIGURES = [
     "fig1",
     "fig2",
@@ -46,6 +46,7 @@ NW_TABLE_LABELS = {
     "table2": {"model": ", ".join(NW.biased_models) or "none configured"},
     "table3": {"model": NW_MAIN},
     "table4": {"model": ", ".join(NW.token_models) or "none configured"},
+    "reproduction": {"model": "all systems"},
 }
 NW_FIGURE_LABELS = {
     **{fig: {"model": NW_MAIN} for fig in NW_FIGURES},
@@ -300,6 +301,8 @@ rule nextword_tables:
         **NW_SCORES,
         metrics=f"{NWR}/scores/metrics.parquet",
         ard=f"{NWR}/scores/ard.parquet",
+        norms=PROVO_NORMS,
+        systems=list(NW_SYSTEMS.values()),
         samples=[f"{NWR}/samples/{m}/t1.jsonl" for m in NW.biased_models],
         biased=expand(
             f"{NWR}/biased/{{model}}/shard{{shard}}.parquet",
@@ -319,6 +322,10 @@ rule nextword_tables:
         biased_models=list(NW.biased_models),
         token_models=list(NW.token_models),
         n_bins=NW.ece_bins,
+        protocol=NW.protocol,
+        passages=list(NW.passages),
+        # the printed values only beside the real norms (generated ones are not the paper's)
+        printed=CFG.data.provo.source != "generated",
     script:
         "../../scripts/nextword/tables.py"
 

@@ -45,7 +45,8 @@ RS_EVIDENCE = [
 # What each table and figure is about, in the report; one-task figures show the first task.
 RS_TABLE_LABELS = {table: {"task": t} for t, table in zip(RISK.tasks, RS_TABLES)} | {
     # one task: that task's name, so that the label does not become a report toggle
-    "metrics": {"task": "all tasks" if len(RISK.tasks) > 1 else RISK.tasks[0]}
+    "metrics": {"task": "all tasks" if len(RISK.tasks) > 1 else RISK.tasks[0]},
+    "reproduction": {"task": "all tasks" if len(RISK.tasks) > 1 else RISK.tasks[0]},
 }
 RS_ANALYSIS_LABELS = {
     key: {
@@ -135,6 +136,7 @@ rule riskscores_task:
         "../../envs/unsure.yaml"
     params:
         spec=lambda wc: RS_SPECS[wc.rs_task],
+        protocol=RISK.protocol,
         n_train=RISK.n_train,
         n_eval=RISK.n_eval,
         seed=RISK.seed,
@@ -163,6 +165,7 @@ rule riskscores_infer:
         chunk_rows=RISK.chunk_rows,
         threshold_rows=RISK.threshold_rows,
         both_orders=RISK.both_orders,
+        protocol=RISK.protocol,
         few_shot=RISK.few_shot,
         seed=RISK.seed,
     script:
@@ -208,6 +211,7 @@ rule riskscores_importance:
         rows=RISK.importance.rows,
         year=ACS.year,
         both_orders=RISK.both_orders,
+        protocol=RISK.protocol,
         seed=RISK.seed,
     script:
         "../../scripts/riskscores/importance.py"
@@ -235,6 +239,7 @@ rule riskscores_evidence:
         rows=RISK.evidence.rows,
         year=ACS.year,
         both_orders=RISK.both_orders,
+        protocol=RISK.protocol,
         seed=RISK.seed,
     script:
         "../../scripts/riskscores/evidence.py"
@@ -265,7 +270,11 @@ rule riskscores_tables:
         f"{RS}/scores/metrics.parquet",
     output:
         report_outputs(
-            "riskscores", "tables", RS_TABLES, RS_TABLE_LABELS, RS_TABLE_CAPTIONS
+            "riskscores",
+            "tables",
+            [*RS_TABLES, "reproduction"],
+            RS_TABLE_LABELS,
+            RS_TABLE_CAPTIONS,
         ),
     log:
         f"{RS_LOGS}/tables.log",
@@ -273,6 +282,7 @@ rule riskscores_tables:
         "../../envs/unsure.yaml"
     params:
         tables=dict(zip(RISK.tasks, RS_TABLES)),
+        protocol=RISK.protocol,
     script:
         "../../scripts/riskscores/tables.py"
 

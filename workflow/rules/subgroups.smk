@@ -29,7 +29,7 @@ SG_PROTOCOL_KEYS = (
     "sr_depths",
     "sr_learning_rate",
     "lasso_lambdas",
-    "binary_variance",
+    "protocol",
     "seed",
 )
 SG_PREPARE_KEYS = (

@@ -21,7 +21,7 @@ from unsure.decisionrisk.metrics import (
     significance_vs_random,
     stars,
 )
-from unsure.decisionrisk.rules import NONE, RULES, ForestSettings, decide, features, fit_rules
+from unsure.decisionrisk.rules import NONE, RULES, DecisionProtocol, ForestSettings, decide, features, fit_rules
 
 INSTANCE_COLUMNS = ["row_id", "split", "injection", "answerable", "prompt", "choices", "label", "category"]
 
@@ -54,8 +54,11 @@ def decide_benchmark(
     injections: Sequence[str],
     forest: ForestSettings | None = None,
     seed: int = 0,
+    protocol: DecisionProtocol = "paper",
 ) -> pd.DataFrame:
     """Fit every rule on the encoder's training rows and decide on every model's validation rows.
+
+    ``protocol``: ``paper`` (the paper's rules) or ``corrected`` (plus the correctness Calibrator).
 
     Returns one row per (model, method, rule, trained_on, validation row) with
     the decision ``dr``, the rule's ``score``, the selection ``prediction`` and
@@ -69,7 +72,7 @@ def decide_benchmark(
     train = features(base[base["split"] == "train"].merge(enc[["row_id", "confidences"]], on="row_id"))
     if train.empty:
         raise ValueError(f"no training rows with confidences of the encoder {encoder!r}")
-    fitted = fit_rules(train, injections, forest=forest or ForestSettings(), seed=seed)
+    fitted = fit_rules(train, injections, forest=forest or ForestSettings(), seed=seed, protocol=protocol)
     val = base[base["split"] == "val"]
     out = []
     for (model, method), conf in confidences.groupby(["model", "method"], sort=False):

@@ -15,7 +15,13 @@ def risk_coverage_figure(curves: pd.DataFrame) -> Figure:
     """Fig. 2: error among answered instances as coverage grows; one panel per model and benchmark.
 
     ``curves`` is :func:`unsure.decisionrisk.evaluate.risk_coverage_curves`.
-    Lower is better; every curve ends at the model's overall error rate.
+    Lower is better; every curve ends at the model's overall error rate. Only
+    achievable points are drawn (instances with tied scores are answered
+    together), joined by straight lines with a marker at each, so a rule whose
+    scores are all tied shows a single point at coverage 1 rather than a step
+    through coverages no threshold gives. A panel without curves (a model
+    with no confidences on that benchmark, e.g. a chat model whose
+    log-likelihoods the API does not give) carries a note saying so.
     """
     if curves.empty:
         raise ValueError("no risk-coverage curves to draw")
@@ -28,7 +34,8 @@ def risk_coverage_figure(curves: pd.DataFrame) -> Figure:
         col="benchmark",
         row="model",
         kind="line",
-        drawstyle="steps-post",
+        marker="o",
+        markersize=3,
         height=2.4,
         aspect=1.15,
         facet_kws={"sharey": False, "margin_titles": True},
@@ -37,5 +44,9 @@ def risk_coverage_figure(curves: pd.DataFrame) -> Figure:
     grid.set_axis_labels("coverage (share answered)", "risk (error among answered)")
     grid.set_titles(row_template="{row_name}", col_template="{col_name}")
     grid.set(xlim=(0, 1))
+    for ax in grid.axes.flat:
+        if not ax.lines:
+            ax.text(0.5, 0.5, "no curves: no confidences\nfor this model here", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=7, color="0.4")  # fmt: skip
     fig: Figure = grid.figure
     return fig

@@ -6,23 +6,29 @@ applied to any model's confidences (the study's transfer setting):
 * ``Random``: answers with probability 1/2;
 * ``ConfStd``: answers when the standard deviation of the confidences reaches
   a threshold tuned for decision accuracy on the training split;
-* ``Calibrator``: a random forest predicting whether the selection is right
-  from the prompt length, the predicted answer's length and each choice's
-  confidence (original instances only);
+* ``Calibrator``: as the paper, a random forest predicting whether the
+  instance is original (1) or injected (0) from the prompt length, the
+  predicted answer's length and each choice's confidence, trained on equal
+  numbers of original and injected instances, once per injection function;
+* ``Calibrator-correct`` (protocol ``corrected`` only, not in the paper): the
+  same forest predicting whether the selection is right, trained on the
+  original instances only;
 * ``DwD``: a random forest predicting whether the instance is answerable from
   the prompt length, the predicted answer's length, the standard deviation of
   the confidences, the prompt-choice embedding similarities and their standard
   deviation, trained on equal numbers of original and risk-injected
   instances. Its positive-class probability is the risk-adjusted confidence.
 
-Rules that learn from injected instances (ConfStd, DwD) are fitted once per
-injection function (``trained_on``); the others have ``trained_on = none``.
+Rules that learn from injected instances (ConfStd, Calibrator, DwD) are fitted
+once per injection function (``trained_on``); the others have
+``trained_on = none``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +38,10 @@ from sklearn.metrics import roc_curve
 
 from unsure.decisionrisk.data import ORIGINAL
 
-RULES = ("Random", "ConfStd", "Calibrator", "DwD")
+RULES = ("Random", "ConfStd", "Calibrator", "DwD", "Calibrator-correct")
+CORRECTNESS_CALIBRATOR = "Calibrator-correct"
+"""The extra rule of the ``corrected`` protocol: P(the selection is right), original instances only."""
+DecisionProtocol = Literal["paper", "corrected"]
 NONE = "none"
 """``trained_on`` of a rule that does not learn from injected instances."""
 
@@ -134,26 +143,40 @@ class FittedRules:
 
     seed: int
     thresholds: dict[str, float] = field(default_factory=dict)
-    calibrator: RandomForestClassifier | None = None
+    calibrator: dict[str, RandomForestClassifier] = field(default_factory=dict)
+    correctness: RandomForestClassifier | None = None
     calibrator_columns: list[str] = field(default_factory=list)
     dwd: dict[str, RandomForestClassifier] = field(default_factory=dict)
     dwd_columns: list[str] = field(default_factory=list)
 
 
 def fit_rules(
-    train: pd.DataFrame, injections: Sequence[str], *, forest: ForestSettings | None = None, seed: int = 0
+    train: pd.DataFrame,
+    injections: Sequence[str],
+    *,
+    forest: ForestSettings | None = None,
+    seed: int = 0,
+    protocol: DecisionProtocol = "paper",
 ) -> FittedRules:
-    """Fit ConfStd, Calibrator and DwD on training features (:func:`features`) with an ``injection`` column."""
+    """Fit ConfStd, Calibrator and DwD on training features (:func:`features`) with an ``injection`` column.
+
+    ConfStd, Calibrator and DwD learn original (1) against injected (0) per
+    injection function; ``protocol="corrected"`` adds the correctness
+    Calibrator (:data:`CORRECTNESS_CALIBRATOR`).
+    """
     forest = forest or ForestSettings()
     fitted = FittedRules(seed=seed)
-    original = train[train["injection"] == ORIGINAL]
     fitted.calibrator_columns = calibrator_columns(train)
-    fitted.calibrator = _forest(original[fitted.calibrator_columns], original["correct"].to_numpy(bool), forest, seed)
+    if protocol == "corrected":
+        original = train[train["injection"] == ORIGINAL]
+        target = original["correct"].to_numpy(bool)
+        fitted.correctness = _forest(original[fitted.calibrator_columns], target, forest, seed)
     fitted.dwd_columns = dwd_columns(train)
     for injection in injections:
         data = balanced(train, injection, seed=seed)
         target = data["answerable"].to_numpy(bool)
         fitted.thresholds[injection] = tune_threshold(data["conf_std"], target)
+        fitted.calibrator[injection] = _forest(data[fitted.calibrator_columns], target, forest, seed)
         fitted.dwd[injection] = _forest(data[fitted.dwd_columns], target, forest, seed)
     return fitted
 
@@ -163,8 +186,9 @@ def decide(fitted: FittedRules, rows: pd.DataFrame) -> pd.DataFrame:
 
     ``score`` is the rule's confidence that answering is right, which orders
     the risk-coverage curves: a uniform draw (Random), the standard deviation
-    of the confidences (ConfStd), P(correct) (Calibrator) and the
-    risk-adjusted confidence P(answerable) (DwD).
+    of the confidences (ConfStd), P(original) from the confidences (Calibrator),
+    the risk-adjusted confidence P(answerable) (DwD) and P(correct)
+    (Calibrator-correct).
     """
     ids = rows["row_id"].to_numpy()
     parts = []
@@ -177,12 +201,15 @@ def decide(fitted: FittedRules, rows: pd.DataFrame) -> pd.DataFrame:
     std = rows["conf_std"].to_numpy(np.float64)
     for injection, threshold in fitted.thresholds.items():
         add("ConfStd", injection, std >= threshold, std)
-    if fitted.calibrator is not None:
-        p = _positive_proba(fitted.calibrator, rows[fitted.calibrator_columns])
-        add("Calibrator", NONE, p >= 0.5, p)
+    for injection, model in fitted.calibrator.items():
+        p = _positive_proba(model, rows[fitted.calibrator_columns])
+        add("Calibrator", injection, p >= 0.5, p)
     for injection, model in fitted.dwd.items():
         p = _positive_proba(model, rows[fitted.dwd_columns])
         add("DwD", injection, p >= 0.5, p)
+    if fitted.correctness is not None:
+        p = _positive_proba(fitted.correctness, rows[fitted.calibrator_columns])
+        add(CORRECTNESS_CALIBRATOR, NONE, p >= 0.5, p)
     out = pd.concat(parts, ignore_index=True)
     out["dr"] = out["dr"].astype(np.int8)
     return out

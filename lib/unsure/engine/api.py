@@ -215,6 +215,11 @@ class APIEngine:
                 f"model {self.model_id!r}: chat APIs return no log-likelihoods of given text; "
                 "use a completions endpoint (instruct: false) for continuation scores"
             )
+        if any(req.eos for req in requests):
+            raise Unsupported(
+                f"model {self.model_id!r}: completions APIs score text, not the end-of-sequence token; "
+                "continuation requests with eos need a local (hf) model"
+            )
         return self._map(self._continuations_one, requests)
 
     def _continuations_one(self, req: ContinuationRequest) -> ContinuationScores:

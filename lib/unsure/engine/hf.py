@@ -295,7 +295,13 @@ class HFEngine:
     # ------------------------------------------------------------------ requests
 
     def continuation_scores(self, requests: Sequence[ContinuationRequest]) -> list[ContinuationScores]:
-        """Summed log-probability, token count and greedy flag of every continuation."""
+        """Summed log-probability, token count and greedy flag of every continuation.
+
+        A request with ``eos`` scores the tokenizer's EOS token after each
+        continuation in the same packed sequence; the continuation's numbers
+        are those of the request without it (causal attention), and
+        ``eos_logprob`` holds the EOS token's.
+        """
         packed: list[Packed] = []
         for req in requests:
             if not req.continuations:
@@ -306,16 +312,27 @@ class HFEngine:
                 raise ValueError(
                     f"{self.model_id}: context {req.context[:60]!r} tokenises differently per continuation"
                 )
-            packed.append(Packed(pairs[0][0], [cont for _, cont in pairs]))
+            tail = [self._eos_id()] if req.eos else []
+            packed.append(Packed(pairs[0][0], [cont + tail for _, cont in pairs]))
         results = self.run_packed(packed)
-        return [
-            ContinuationScores(
-                logprob=np.array([lp.sum() for lp in r.token_logprobs]),
-                n_tokens=np.array([len(lp) for lp in r.token_logprobs], dtype=np.int64),
-                greedy=np.array([bool(g.all()) for g in r.token_greedy]),
+        out = []
+        for req, r in zip(requests, results, strict=True):
+            cut = -1 if req.eos else None
+            out.append(
+                ContinuationScores(
+                    logprob=np.array([lp[:cut].sum() for lp in r.token_logprobs]),
+                    n_tokens=np.array([len(lp[:cut]) for lp in r.token_logprobs], dtype=np.int64),
+                    greedy=np.array([bool(g[:cut].all()) for g in r.token_greedy]),
+                    eos_logprob=np.array([float(lp[-1]) for lp in r.token_logprobs]) if req.eos else None,
+                )
             )
-            for r in results
-        ]
+        return out
+
+    def _eos_id(self) -> int:
+        eos = self.tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError(f"{self.model_id}: the tokenizer has no EOS token to score after a continuation")
+        return int(eos)
 
     def choice_probs(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
         """Option probabilities after each prompt (see :class:`ChoiceRequest`)."""

@@ -15,20 +15,26 @@ class ContinuationRequest:
     """Log-likelihoods of several continuations of one context.
 
     The context is encoded once per request, however many continuations it has.
+    With ``eos``, the end-of-sequence token is scored after each continuation in
+    the same pass (:attr:`ContinuationScores.eos_logprob`); the continuation's
+    own scores are unchanged by it.
     """
 
     context: str
     continuations: tuple[str, ...]
+    eos: bool = False
 
 
 @dataclass(frozen=True)
 class ContinuationScores:
     """Per continuation: summed log-probability, token count, and whether every
-    token was the model's greedy choice (as lm-evaluation-harness reports)."""
+    token was the model's greedy choice (as lm-evaluation-harness reports);
+    for a request with ``eos``, also log p(EOS | context, continuation)."""
 
     logprob: Floats
     n_tokens: npt.NDArray[np.int64]
     greedy: npt.NDArray[np.bool_]
+    eos_logprob: Floats | None = None
 
     @property
     def normalized(self) -> Floats:

@@ -11,7 +11,9 @@ from unsure.labelbias import calibration, metrics
 
 METHODS = ("none", "cc", "dc", "looc", "lora")
 """No mitigation, contextual, domain-context and leave-one-out calibration, LoRA fine-tuning."""
-METRICS = ("accuracy", "macro_f1", "rsd", "bias_score")
+METRICS = ("accuracy", "macro_f1", "macro_f1_paper", "rsd", "bias_score")
+"""``macro_f1`` averages over the labels that occur as gold or prediction (ours), ``macro_f1_paper``
+over the gold labels only (the authors')."""
 GROUP = ["task", "k", "set"]
 
 
@@ -19,7 +21,8 @@ def explode_scores(scored: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     """One row per (item, context): the inference output's lists unrolled and joined with the items."""
     if scored.empty:
         raise ValueError("no scored items")
-    long = scored.explode(["k", "set", "probs"], ignore_index=True)
+    lists = ["k", "set", "probs"] + (["probs_paper"] if "probs_paper" in scored else [])
+    long = scored.explode(lists, ignore_index=True)
     long["k"] = long["k"].astype(np.int64)
     long["set"] = long["set"].astype(np.int64)
     missing = set(long["row_id"]) - set(items["row_id"])
@@ -27,8 +30,24 @@ def explode_scores(scored: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"scored row_id {sorted(missing)[0]!r} is not one of the prepared items")
     meta = items.drop(columns=["k", "set"])
     out = long.merge(meta, on="row_id", how="left", validate="many_to_one")
+    columns = ["task", "row_id", "kind", "gold", "k", "set", "left_out", "probs"]
+    if "probs_paper" in out:
+        out["probs_paper"] = [np.asarray(p, dtype=np.float64).tolist() for p in out["probs_paper"]]
+        columns.append("probs_paper")
     out["probs"] = [np.asarray(p, dtype=np.float64).tolist() for p in out["probs"]]
-    return out[["task", "row_id", "kind", "gold", "k", "set", "left_out", "probs"]]
+    return out[columns]
+
+
+def under_scoring(frame: pd.DataFrame, scoring: str) -> pd.DataFrame:
+    """``frame`` with ``probs`` holding the label distributions of one scoring (``corrected``:
+    ``probs``; ``paper``: ``probs_paper``), so the evaluation runs once per scoring."""
+    if scoring == "corrected":
+        return frame.drop(columns=["probs_paper"], errors="ignore")
+    if scoring != "paper":
+        raise ValueError(f"unknown label scoring {scoring!r} (paper or corrected)")
+    if "probs_paper" not in frame:
+        raise ValueError("these scores carry no paper-scoring probabilities (probs_paper); rerun the inference")
+    return frame.drop(columns=["probs"]).rename(columns={"probs_paper": "probs"})
 
 
 def _index(rows: pd.DataFrame, column: str, labels: Sequence[str]) -> np.ndarray:
@@ -121,6 +140,7 @@ def task_metrics(probs: pd.DataFrame, labels: dict[str, Sequence[str]]) -> pd.Da
                 "n_heldout": len(ho),
                 "accuracy": metrics.accuracy(y, yhat) if len(ev) else np.nan,
                 "macro_f1": metrics.macro_f1(y, yhat) if len(ev) else np.nan,
+                "macro_f1_paper": metrics.macro_f1(y, yhat, gold_only=True) if len(ev) else np.nan,
                 "rsd": metrics.rsd(y, yhat) if len(ev) else np.nan,
                 "bias_score": metrics.bias_score(_index(ho, "gold", labs), _stack(ho["probs"])) if len(ho) else np.nan,
             }
@@ -128,14 +148,22 @@ def task_metrics(probs: pd.DataFrame, labels: dict[str, Sequence[str]]) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def summarize(per_task: pd.DataFrame, models: pd.DataFrame, interchangeable: set[str]) -> pd.DataFrame:
-    """Metrics averaged over tasks and demonstration sets, per model, k and method, for all tasks and
-    for the tasks with interchangeable labels (``subset``)."""
+def summarize(
+    per_task: pd.DataFrame,
+    models: pd.DataFrame,
+    interchangeable: set[str],
+    semantically_equivalent: set[str] | None = None,
+) -> pd.DataFrame:
+    """Metrics averaged over tasks and demonstration sets, per model, k and method, for all tasks,
+    for the tasks with interchangeable labels and (given) for the paper's tasks with semantically
+    equivalent labels (``subset``)."""
     tagged = per_task.merge(models, on="model", how="left")
     subsets = [
         tagged.assign(subset="all"),
         tagged[tagged["task"].isin(interchangeable)].assign(subset="interchangeable"),
     ]
+    if semantically_equivalent is not None:
+        subsets.append(tagged[tagged["task"].isin(semantically_equivalent)].assign(subset="semantically_equivalent"))
     both = pd.concat(subsets, ignore_index=True)
     keys = ["subset", "model", "family", "size", "variant", "k", "method"]
     out = both.groupby(keys, sort=False)[list(METRICS)].mean().reset_index()

@@ -13,7 +13,7 @@ from unsure.engine import load_engine
 from unsure.engine.hf import HFEngine
 from unsure.engine.lora import LoraSettings, train_adapter
 from unsure.labelbias.prompts import demonstrations, item_context, sni_prompt, training_examples
-from unsure.labelbias.scoring import TaskPrompting, Wrap, chat_wrapper, continuation, plain, score_contexts
+from unsure.labelbias.scoring import TaskPrompting, Wrap, chat_wrapper, continuation, plain, score_contexts_both
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,8 @@ def finetune_and_score(
     """Fine-tune one adapter per task on pool examples under the (k, s) context, then score the task's
     evaluation and held-out items under that same context with the adapter merged in.
 
-    Returns ``task, row_id, k, set, probs``; adapters are saved under ``adapters/<task>``.
+    Returns ``task, row_id, k, set, probs, probs_paper`` (the two label scorings of
+    :mod:`unsure.labelbias.scoring`, one forward pass); adapters are saved under ``adapters/<task>``.
     """
     base = load_engine(entry)
     if not isinstance(base, HFEngine):
@@ -54,7 +55,7 @@ def finetune_and_score(
         tuned = load_engine(entry, adapter=str(out))
         rows = items[(items["task"] == name) & items["kind"].isin(["eval", "heldout"])]
         contexts = [wrap(item_context(task.definition, task.pool, x, k, s)) for x in rows["input"]]
-        probs = score_contexts(tuned, contexts, [task.labels] * len(contexts))
+        probs, probs_paper = score_contexts_both(tuned, contexts, [task.labels] * len(contexts))
         parts.append(
             pd.DataFrame(
                 {
@@ -63,9 +64,10 @@ def finetune_and_score(
                     "k": k,
                     "set": s,
                     "probs": [p.tolist() for p in probs],
+                    "probs_paper": [p.tolist() for p in probs_paper],
                 }
             )
         )
     if not parts:
-        return pd.DataFrame({"task": [], "row_id": [], "k": [], "set": [], "probs": []})
+        return pd.DataFrame({"task": [], "row_id": [], "k": [], "set": [], "probs": [], "probs_paper": []})
     return pd.concat(parts, ignore_index=True)

@@ -19,9 +19,14 @@ def accuracy(y_true: Ints, y_pred: Ints) -> float:
     return float(accuracy_score(y_true, y_pred))
 
 
-def macro_f1(y_true: Ints, y_pred: Ints) -> float:
-    """F1 averaged over the labels that occur as gold or prediction (sklearn's macro average)."""
-    return float(f1_score(y_true, y_pred, average="macro", zero_division=0))
+def macro_f1(y_true: Ints, y_pred: Ints, *, gold_only: bool = False) -> float:
+    """F1 averaged over the labels that occur as gold or prediction (sklearn's macro average).
+
+    ``gold_only`` averages over the labels that occur as gold only, as the
+    authors' code does: a label predicted but never gold (F1 0) is left out.
+    """
+    labels = np.unique(y_true) if gold_only else None
+    return float(f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0))
 
 
 def class_accuracies(y_true: Ints, y_pred: Ints) -> Floats:

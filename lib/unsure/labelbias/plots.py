@@ -60,9 +60,15 @@ def _plot(data: pd.DataFrame, path: Path, title: str, **kw: object) -> None:
 
 
 def write_figures(
-    per_task: pd.DataFrame, models: pd.DataFrame, interchangeable: set[str], out_dir: str | os.PathLike[str]
+    per_task: pd.DataFrame,
+    models: pd.DataFrame,
+    interchangeable: set[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    subset_name: str = "interchangeable labels",
 ) -> None:
-    """Draw every figure of :func:`figure_names` into ``out_dir`` (PNG and PDF)."""
+    """Draw every figure of :func:`figure_names` into ``out_dir`` (PNG and PDF); ``fig4`` compares
+    all tasks with the tasks in ``interchangeable`` (called ``subset_name``)."""
     out = Path(out_dir)
     sns.set_theme(style="whitegrid", context="paper")
     data = per_task.merge(models, on="model", how="left")
@@ -90,7 +96,7 @@ def write_figures(
     subsets = pd.concat(
         [
             base.assign(tasks="all tasks"),
-            base[base["task"].isin(interchangeable)].assign(tasks="interchangeable labels"),
+            base[base["task"].isin(interchangeable)].assign(tasks=subset_name),
         ]
     )
     _plot(
@@ -98,7 +104,7 @@ def write_figures(
         out / "fig4",
         "All tasks vs tasks with semantically equivalent labels",
         hue="tasks",
-        hue_order=["all tasks", "interchangeable labels"],
+        hue_order=["all tasks", subset_name],
         style="variant",
         style_order=["base", "instruct"],
     )

@@ -11,8 +11,10 @@ instances and the calibration inputs (content-free, domain-context) under every
 
 from __future__ import annotations
 
+import os
+import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,12 +35,23 @@ def _end(text: str) -> str:
     return text if text and text[-1] in string.punctuation else text + "."
 
 
-def sni_prompt(definition: str, demos: Sequence[Demo], query: str) -> str:
-    """The study's SNI prompt, ending in ``Output:`` (the label follows after a space)."""
-    parts = [_end(definition) + "\n\n"] if definition.strip() else []
+def _stop(text: str) -> str:
+    """The authors' rule: a full stop unless the last character (a space included) is punctuation."""
+    return text if text and text[-1] in string.punctuation else text + "."
+
+
+def sni_prompt(definition: str, demos: Sequence[Demo], query: str, *, paper: bool = False) -> str:
+    """The study's SNI prompt, ending in ``Output:`` (the label follows after a space).
+
+    ``paper`` renders an empty input as the authors' collator does, ``Input: .``
+    (their full-stop rule looks at the space after the colon); otherwise ``Input:``.
+    Non-empty inputs render the same either way.
+    """
+    end = _stop if paper else _end
+    parts = [_end(definition.strip() if paper else definition) + "\n\n"] if definition.strip() else []
     for x, y in demos:
-        parts.append(f"{_end('Input: ' + x.strip())}\n{_end(' Output: ' + y.strip())}\n\n")
-    parts.append(f"{_end('Input: ' + query.strip())}\n\nOutput:")
+        parts.append(f"{end('Input: ' + x.strip())}\n{end(' Output: ' + y.strip())}\n\n")
+    parts.append(f"{end('Input: ' + query.strip())}\n\nOutput:")
     return "".join(parts)
 
 
@@ -83,6 +96,96 @@ def domain_inputs(texts: Sequence[str], n: int, seed: np.random.SeedSequence) ->
     return [" ".join(rng.choice(words, size=length, replace=True)) for _ in range(n)]
 
 
+TEMPLATE_SLOT = "{INPUT}"
+_TASK_NUMBER = re.compile(r"^(task\d+)(?:_|$)")
+
+
+def task_number(name: str) -> str:
+    """``task1216`` of ``task1216_atomic_classification_causes``: what the study's template file
+    shares with the SNI file names (its names are not the task files' names)."""
+    found = _TASK_NUMBER.match(name)
+    if not found:
+        raise ValueError(f"{name!r} is not an SNI task name (taskNNN_...)")
+    return found.group(1)
+
+
+def read_templates(path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """The study's input templates (CSV ``task``, ``template``) keyed by task number; empty without one."""
+    if path is None:
+        return {}
+    table = pd.read_csv(path, keep_default_na=False)
+    missing = {"task", "template"} - set(table.columns)
+    if missing:
+        raise ValueError(f"{path} (studies.labelbias.input_templates): missing column(s) {', '.join(sorted(missing))}")
+    out = {}
+    for row in table.itertuples(index=False):
+        if TEMPLATE_SLOT not in str(row.template):
+            raise ValueError(f"{path}: template of {row.task} has no {TEMPLATE_SLOT} slot")
+        out[task_number(str(row.task))] = str(row.template)
+    return out
+
+
+def split_by_template(text: str, markers: Sequence[str]) -> list[str]:
+    """The parts of ``text`` around the template's markers, as the authors cut them.
+
+    Each marker is looked for in what is left (then its stripped form, then that
+    with double spaces made single); the text before it is a part, and the
+    search goes on from the marker's last character (from the marker itself
+    when it is empty). A marker not found is skipped. What is left is the last
+    part. All parts are stripped.
+    """
+    parts: list[str] = []
+    rest = text
+    for marker in markers:
+        at = rest.find(marker)
+        if at == -1:
+            at = rest.find(marker.strip())
+            if at == -1:
+                at = rest.find(marker.strip().replace("  ", " "))
+            if at == -1:
+                continue
+        elif not marker:
+            parts.append(rest[:at].strip())
+            rest = rest[at:]
+            continue
+        parts.append(rest[:at].strip())
+        rest = rest[at + len(marker) - 1 :]
+    parts.append(rest.strip())
+    return parts
+
+
+def domain_inputs_paper(texts: Sequence[str], template: str | None, n: int, seed: np.random.SeedSequence) -> list[str]:
+    """Domain-context inputs as the authors build them: one bag of words per template part.
+
+    Each text is cut at the template's markers (:func:`split_by_template`);
+    part i's words (lower-cased, split on whitespace) form its bag and its
+    length is the ceiling of the mean word count. An input is the template's
+    markers with that many words drawn without replacement from each part's bag
+    in place of the part. Without a template the whole text is one part.
+    """
+    if not texts:
+        raise ValueError("domain-context calibration needs evaluation inputs")
+    markers = (template or TEMPLATE_SLOT).split(TEMPLATE_SLOT)
+    cut = [[part.lower().split() for part in split_by_template(t, markers)] for t in texts]
+    n_parts = len(cut[0])  # the first text's parts, as the authors count them
+    bags, lengths = [], []
+    for i in range(n_parts):
+        having = [parts[i] for parts in cut if i < len(parts)]
+        bags.append([w for words in having for w in words])
+        lengths.append(int(np.ceil(np.mean([len(words) for words in having]))))
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        text = ""
+        for i in range(n_parts):
+            if 0 < i <= len(markers):
+                text += markers[i - 1]
+            if lengths[i]:
+                text += " ".join(rng.choice(bags[i], lengths[i], replace=False))
+        out.append(text)
+    return out
+
+
 def build_items(
     instances: pd.DataFrame,
     *,
@@ -91,12 +194,17 @@ def build_items(
     content_free: Sequence[str],
     n_domain: int,
     seed: int,
+    protocol: str = "corrected",
+    templates: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Every row the inference jobs score, with a stable ``row_id``.
 
     ``eval``/``heldout``/``cc``/``dc`` rows are scored under every (k, set)
     context (``k``, ``set``, ``left_out`` are -1); ``looc`` rows score
     demonstration ``left_out`` of set (``k``, ``set``) with the others as context.
+    Domain-context inputs are :func:`domain_inputs_paper` (per template part,
+    ``templates`` keyed by task number) under ``protocol: paper``, else
+    :func:`domain_inputs`.
     """
     rows: list[pd.DataFrame] = []
     for task, part in instances.groupby("task", sort=True):
@@ -116,7 +224,12 @@ def build_items(
         cf = [(f"{task}:cc:{i}", x) for i, x in enumerate(content_free)]
         dc_seed = task_seed(seed, f"{task}:dc")
         evals = part.loc[part["split"] == "eval", "input"].tolist()
-        dc = [(f"{task}:dc:{i}", x) for i, x in enumerate(domain_inputs(evals, n_domain, dc_seed))]
+        if protocol == "paper":
+            template = (templates or {}).get(task_number(str(task)))
+            dc_inputs = domain_inputs_paper(evals, template, n_domain, dc_seed)
+        else:
+            dc_inputs = domain_inputs(evals, n_domain, dc_seed)
+        dc = [(f"{task}:dc:{i}", x) for i, x in enumerate(dc_inputs)]
         for kind, pairs in (("cc", cf), ("dc", dc)):
             rows.append(
                 pd.DataFrame(
@@ -153,9 +266,11 @@ def pools(instances: pd.DataFrame) -> dict[str, list[Demo]]:
     }
 
 
-def item_context(definition: str, pool: Sequence[Demo], query: str, k: int, s: int, left_out: int = -1) -> str:
+def item_context(
+    definition: str, pool: Sequence[Demo], query: str, k: int, s: int, left_out: int = -1, *, paper: bool = False
+) -> str:
     """The prompt of one item under (k, s); a LOOC item leaves its own demonstration out."""
     demos = demonstrations(pool, k, s)
     if left_out >= 0:
         demos = leave_one_out(demos, left_out)
-    return sni_prompt(definition, demos, query)
+    return sni_prompt(definition, demos, query, paper=paper)

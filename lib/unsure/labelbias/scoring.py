@@ -3,8 +3,16 @@
 Each (item, context) is one :class:`ContinuationRequest` whose continuations
 are the task's labels (`` <label>``), so the context is encoded once and every
 label is scored against it in a fresh pass; no cache is carried from one item
-to the next. Scores are length-normalised when the labels' token lengths
-differ, and the prediction's distribution is the softmax over the label set.
+to the next. Two label scorings come from that one pass (the request scores
+the EOS token after each label too):
+
+* ``corrected`` (ours): the summed log-probability of `` <label>``,
+  length-normalised (mean per token) only when the labels' token counts differ;
+* ``paper`` (the authors' code): the mean log-probability over the label's
+  tokens and the EOS token after it, always (for one-token labels,
+  p(y) ∝ sqrt(p(y)·p(EOS | y))).
+
+Each distribution is the softmax of its scores over the label set.
 """
 
 from __future__ import annotations
@@ -22,9 +30,23 @@ from unsure.labelbias.prompts import Demo, item_context, variants
 Floats = npt.NDArray[np.float64]
 
 
+SCORINGS = ("corrected", "paper")
+"""The label scorings every item gets (see the module docstring)."""
+
+
 def label_distribution(scores: ContinuationScores) -> Floats:
     """Softmax over the labels, of mean token log-probabilities when their token counts differ."""
     return scores.softmax(normalize=bool(len(set(scores.n_tokens.tolist())) > 1))
+
+
+def paper_distribution(scores: ContinuationScores) -> Floats:
+    """The authors' scoring: softmax of the mean log-probability over each label's tokens and EOS."""
+    if scores.eos_logprob is None:
+        raise ValueError("the paper's label scoring needs the EOS token scored after each label (eos=True)")
+    mean = (scores.logprob + scores.eos_logprob) / (scores.n_tokens + 1)
+    z: Floats = np.exp(mean - mean.max())
+    out: Floats = z / z.sum()
+    return out
 
 
 def continuation(label: str) -> str:
@@ -39,6 +61,19 @@ def score_contexts(engine: Engine, contexts: Sequence[str], labels: Sequence[Seq
         for ctx, labs in zip(contexts, labels, strict=True)
     ]
     return [label_distribution(s) for s in engine.continuation_scores(requests)]
+
+
+def score_contexts_both(
+    engine: Engine, contexts: Sequence[str], labels: Sequence[Sequence[str]]
+) -> tuple[list[Floats], list[Floats]]:
+    """The ``corrected`` and ``paper`` label distributions after each context, from one engine call
+    (the EOS token is scored after each label in the same packed sequence)."""
+    requests = [
+        ContinuationRequest(ctx, tuple(continuation(lab) for lab in labs), eos=True)
+        for ctx, labs in zip(contexts, labels, strict=True)
+    ]
+    scores = engine.continuation_scores(requests)
+    return [label_distribution(s) for s in scores], [paper_distribution(s) for s in scores]
 
 
 @dataclass(frozen=True)
@@ -73,7 +108,9 @@ class ItemScorer:
 
     Instances and calibration inputs get one distribution per (k, set) of the
     study; a LOOC item gets one, under its own context. The result has one row
-    per item: ``row_id`` and the lists ``k``, ``set`` and ``probs``.
+    per item: ``row_id`` and the lists ``k``, ``set``, ``probs`` (``corrected``
+    scoring) and ``probs_paper`` (``paper`` scoring, same forward pass).
+    ``paper_prompt`` renders an empty input as the authors do (``Input: .``).
     """
 
     def __init__(
@@ -84,11 +121,13 @@ class ItemScorer:
         shots: Sequence[int],
         sets: int,
         wrap: Wrap = plain,
+        paper_prompt: bool = False,
     ) -> None:
         self.engine = engine
         self.tasks = tasks
         self.variants = variants(shots, sets)
         self.wrap = wrap
+        self.paper_prompt = paper_prompt
 
     def contexts(self, item: pd.Series) -> list[tuple[int, int, str]]:
         """(k, set, context) of every context the item is scored under."""
@@ -99,7 +138,15 @@ class ItemScorer:
         else:
             pairs, left_out = self.variants, -1
         return [
-            (k, s, self.wrap(item_context(task.definition, task.pool, str(item["input"]), k, s, left_out)))
+            (
+                k,
+                s,
+                self.wrap(
+                    item_context(
+                        task.definition, task.pool, str(item["input"]), k, s, left_out, paper=self.paper_prompt
+                    )
+                ),
+            )
             for k, s in pairs
         ]
 
@@ -112,15 +159,19 @@ class ItemScorer:
                 sets.append(s)
                 contexts.append(ctx)
                 labels.append(self.tasks[str(item["task"])].labels)
-        probs = score_contexts(self.engine, contexts, labels)
+        probs, probs_paper = score_contexts_both(self.engine, contexts, labels)
         k_of: list[list[int]] = [[] for _ in range(len(chunk))]
         set_of: list[list[int]] = [[] for _ in range(len(chunk))]
         probs_of: list[list[list[float]]] = [[] for _ in range(len(chunk))]
-        for i, k, s, p in zip(owners, ks, sets, probs, strict=True):
+        paper_of: list[list[list[float]]] = [[] for _ in range(len(chunk))]
+        for i, k, s, p, q in zip(owners, ks, sets, probs, probs_paper, strict=True):
             k_of[i].append(k)
             set_of[i].append(s)
             probs_of[i].append(p.tolist())
-        return pd.DataFrame({"row_id": chunk["row_id"].to_numpy(), "k": k_of, "set": set_of, "probs": probs_of})
+            paper_of[i].append(q.tolist())
+        return pd.DataFrame(
+            {"row_id": chunk["row_id"].to_numpy(), "k": k_of, "set": set_of, "probs": probs_of, "probs_paper": paper_of}
+        )
 
 
 def task_prompting(tasks: pd.DataFrame, pools: dict[str, list[Demo]]) -> dict[str, TaskPrompting]:

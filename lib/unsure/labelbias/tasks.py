@@ -180,10 +180,14 @@ def rejection(task: SniTask | TaskFacts, *, summary: str, min_instances: int, ma
 
 
 def label_list(labels: list[str] | tuple[str, ...], shown: int = 8) -> str:
-    """Labels for a table cell: the first ``shown`` and how many more."""
-    labels = list(labels)
-    more = f" | … ({len(labels) - shown} more)" if len(labels) > shown else ""
-    return " | ".join(labels[:shown]) + more
+    """Labels for one table cell: the first ``shown`` and how many more, separated by `` / ``.
+
+    A ``|`` inside a label is escaped and line breaks become spaces, so the
+    cell stays one cell of a Markdown table.
+    """
+    cells = [" ".join(lab.split()).replace("|", "\\|") for lab in labels]
+    more = f" / … ({len(cells) - shown} more)" if len(cells) > shown else ""
+    return " / ".join(cells[:shown]) + more
 
 
 def _common_prefix(texts: list[str]) -> str:
@@ -214,6 +218,41 @@ def interchangeable_labels(labels: tuple[str, ...] | list[str]) -> bool:
     if all(c.isdigit() for c in cores):
         return sorted(int(c) for c in cores) == list(range(1, len(cores) + 1))
     return False
+
+
+SENTENCE_COMPLETION = "Text Completion"
+QUESTION_ANSWERING = "Question Answering"
+
+
+def semantically_equivalent(
+    name: str, categories: tuple[str, ...] | list[str], labels: tuple[str, ...] | list[str]
+) -> bool:
+    """Whether a task is in the paper's subset with semantically equivalent labels (§6, Fig. 4).
+
+    The paper takes every sentence-completion task (pick the more logical
+    continuation among options, usually A/B: SNI category ``Text Completion``,
+    or a task named ``..._text_completion`` such as SuperGLUE COPA, filed under
+    Cause Effect Classification) and every multiple-choice question-answering
+    task (category ``Question Answering`` whose labels name options, A/B/C/D or
+    1/2/3; not yes/no, 0/1 or answer words); on its 279 tasks that is 18. The
+    paper prints no list: this rule is ours, and gives its count.
+    """
+    if SENTENCE_COMPLETION in categories or "text_completion" in name:
+        return True
+    return QUESTION_ANSWERING in categories and interchangeable_labels(labels)
+
+
+def read_categories(path: str | os.PathLike[str] | None) -> dict[str, tuple[str, ...]]:
+    """Task categories from the study's metadata CSV (``Name``, ``Category``); empty without one."""
+    if path is None:
+        return {}
+    info = pd.read_csv(path)
+    if "Category" not in info or "Name" not in info:
+        return {}
+    return {
+        str(name): tuple(c.strip() for c in str(cat).split(",") if c.strip())
+        for name, cat in zip(info["Name"], info["Category"].fillna(""), strict=True)
+    }
 
 
 def task_seed(seed: int, task: str) -> np.random.SeedSequence:
@@ -272,9 +311,11 @@ def select_tasks(
 
     Returns ``(tasks, instances)``: one row per task read (``selected`` and the
     ``reason`` when not, label set, definition, whether the labels are
-    interchangeable) and the drawn instances of the selected tasks.
+    interchangeable, whether the task is in the paper's semantically-equivalent
+    subset by its metadata category) and the drawn instances of the selected tasks.
     """
     summaries = read_summaries(task_info)
+    categories = read_categories(task_info)
     root = Path(raw_dir)
     rows, drawn = [], []
     for name in task_names(root):
@@ -296,6 +337,7 @@ def select_tasks(
                 "n_labels": len(labels),
                 "labels": list(labels),
                 "interchangeable": interchangeable_labels(labels),
+                "semantically_equivalent": semantically_equivalent(name, categories.get(name, task.categories), labels),
                 "category": "; ".join(task.categories),
                 "definition": task.definition,
             }

@@ -388,6 +388,62 @@ def convert_reference_generations(
                     if s["pred"] != REFERENCE_FAILURE:
                         counts[s["pred"]] = counts.get(s["pred"], 0) + int(s.get("count", 1))
                 record = {"text_id": int(tid), "word_num": int(num), "counts": counts}
-                lines.append(json.dumps(record, ensure_ascii=False, sort_keys=True))
+                lines.append(json.dumps(record, ensure_ascii=False))  # keys in the file's order (ties under paper)
     write_text(out, "".join(line + "\n" for line in lines))
     return len(lines)
+
+
+def convert_released_lists(
+    file: str | os.PathLike[str], out: str | os.PathLike[str], *, key: str | None = None
+) -> dict[str, int]:
+    """Convert the paper's BLOOM / ChatGPT sample files (``processed_*.json``) into a pre-collected samples file.
+
+    Each entry is ``[context, {"text_id", "word_num"}, raw generations, words]``
+    where ``words`` is a list of first words (BLOOM) or an object of such
+    lists by sampling mode (ChatGPT: ``unbiased_temp_1``, ``diverse``, ...;
+    pick one with ``key``). A position given more than once (the released
+    files repeat some) gets all its samples, in file order; the failure marker
+    (:data:`REFERENCE_FAILURE`) is a rejected sample and is left out. Returns
+    counts for the log: ``positions``, ``entries``, ``repeated_positions``,
+    ``failures_dropped``, ``samples``.
+
+    Raises:
+        ValueError: naming the file and entry of a malformed entry.
+    """
+    data = json.loads(Path(file).read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise ValueError(f"{file}: expected a JSON list of entries, got {type(data).__name__}")
+    merged: dict[tuple[int, int], list[str]] = {}
+    repeated = failures = 0
+    for i, entry in enumerate(data):
+        where = f"{file}, entry {i}"
+        if not isinstance(entry, list) or len(entry) < 4 or not isinstance(entry[1], dict):
+            raise ValueError(f"{where}: expected [context, {{text_id, word_num}}, generations, words]")
+        words = entry[3]
+        if isinstance(words, dict):
+            if key is None or key not in words:
+                raise ValueError(f"{where}: words are by sampling mode {sorted(words)}; choose one with key=")
+            words = words[key]
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"{where}: words must be a list of strings")
+        pos = (
+            _position_id(entry[1].get("text_id"), "text_id", where),
+            _position_id(entry[1].get("word_num"), "word_num", where),
+        )
+        if pos in merged:
+            repeated += 1
+        kept = [w for w in words if w != REFERENCE_FAILURE]
+        failures += len(words) - len(kept)
+        merged.setdefault(pos, []).extend(kept)
+    lines = [
+        json.dumps({"text_id": tid, "word_num": num, "samples": samples}, ensure_ascii=False)
+        for (tid, num), samples in sorted(merged.items())
+    ]
+    write_text(out, "".join(line + "\n" for line in lines))
+    return {
+        "positions": len(merged),
+        "entries": len(data),
+        "repeated_positions": repeated,
+        "failures_dropped": failures,
+        "samples": sum(len(s) for s in merged.values()),
+    }

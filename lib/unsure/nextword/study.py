@@ -5,7 +5,8 @@
 * :func:`evaluate_systems`: every headline metric of every system (model
   samples, pre-collected files, the biased estimator), the human MLE and the
   oracle, plus per-position TVDs for the figures.
-* :func:`table1` … :func:`table4`: the paper's tables.
+* :func:`table1` … :func:`table4`: the paper's tables; :func:`paper_table1`:
+  Table 1 as the authors' code computes it (``protocol: paper``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from unsure.nextword import paper
 from unsure.nextword._tables import KEY
 from unsure.nextword.data import corpus_targets, read_norms
 from unsure.nextword.distributions import human_counts, oracle_splits, restrict, split_half
 from unsure.nextword.metrics import RESULT_COLUMNS, evaluate, evaluate_oracle, tvd
+from unsure.nextword.paper import PaperColumn
 
 HUMAN = "human"
 ORACLE = "oracle"
@@ -117,6 +120,69 @@ def _wide(metrics: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
 def table1(metrics: pd.DataFrame, systems: Sequence[str]) -> pd.DataFrame:
     """Table 1: ECE against the three targets and expected TVD, one column per system, then human and oracle."""
     return _wide(metrics, [*systems, HUMAN, ORACLE])
+
+
+def paper_table1(columns: Sequence[PaperColumn], systems: Sequence[str]) -> pd.DataFrame:
+    """Table 1 under ``protocol: paper``: the authors' calculations (:mod:`unsure.nextword.paper`), same layout.
+
+    Rows as :func:`table1`. The paper's expected-TVD row is the system against
+    all responses, and for the oracle the oracle against its 20-response
+    target: that value is in the target row, the oracle's all-responses cell
+    and the human's cells are empty (the authors compute none), and so is
+    each model's target cell.
+    """
+    by_name = {c.system: c for c in columns}
+    order = [*systems, HUMAN, ORACLE]
+    missing = [name for name in order if name not in by_name]
+    if missing:
+        raise ValueError(f"paper_table1: no paper column for system(s) {missing}")
+    nan = float("nan")
+    data = {}
+    for name in order:
+        c = by_name[name]
+        data[name] = {
+            "ece_corpus_word": c.ece_corpus_word,
+            "ece_human_majority": c.ece_human_majority,
+            "ece_oracle_majority": c.ece_oracle_majority,
+            "expected_tvd_human": nan if name in (HUMAN, ORACLE) else c.expected_tvd_human,
+            "expected_tvd_target": c.expected_tvd_human if name == ORACLE else nan,
+            "n_positions": float(c.n_positions),
+        }
+    wide = pd.DataFrame(data).reindex(list(METRIC_LABELS))
+    wide.index = [METRIC_LABELS[m] for m in wide.index]
+    return wide.rename_axis("metric").reset_index()
+
+
+def protocol_tables(
+    norms: str | os.PathLike[str],
+    sample_files: Mapping[str, str | os.PathLike[str]],
+    metrics: pd.DataFrame,
+    *,
+    protocol: str,
+    passages: Sequence[int] = (),
+    n_bins: int = 10,
+    printed: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 1 under ``protocol`` and the reproduction ledger (:func:`unsure.nextword.paper.reproduction_table`).
+
+    ``sample_files`` maps each system (Table 1's order) to its samples file;
+    ``metrics`` are :func:`evaluate_systems`' rows (the ``corrected`` values).
+    The ``paper`` values are computed from the norms (cut to ``passages``) and
+    each file's raw samples in file order. ``protocol`` picks which Table 1
+    shows: ``paper`` (:func:`paper_table1`) or ``corrected`` (:func:`table1`).
+    ``printed=False`` (generated norms) leaves the ledger's printed values empty.
+    """
+    if protocol not in ("paper", "corrected"):
+        raise ValueError(f"studies.nextword.protocol: expected 'paper' or 'corrected', got {protocol!r}")
+    positions = read_norms(norms)
+    if passages:
+        positions = positions[positions["text_id"].isin(list(passages))].reset_index(drop=True)
+    raw = {name: paper.read_raw_samples(path) for name, path in sample_files.items()}
+    columns = paper.paper_columns(positions, raw, n_bins=n_bins)
+    ledger = paper.reproduction_table(columns, paper.corrected_values(metrics), paper.PAPER_NAMES, printed=printed)
+    systems = list(sample_files)
+    shown = paper_table1(columns, systems) if protocol == "paper" else table1(metrics, systems)
+    return shown, ledger
 
 
 def table2(

@@ -5,12 +5,22 @@ row per variable followed by its ``VAL,<var>,<C|N>,<length>,"low","high","label"
 rows (numeric variables write the bounds unquoted; a blank value is written
 ``b`` repeated to the variable's length). Variables that appear in both the
 housing and the person sections (``PUMA``, ``ST``) are read once.
+
+Some years' CSVs glue a section header of the printed dictionary onto the
+label before it: the 2018 1-year file has ESP code ``b`` as "N/A (...) Living
+with two parents:", code 4 as "Neither parent in labor force living with one
+parent: Living with father:" and code 6 as "Father not in labor force living
+with mother:". The reader cuts such trailing headers (:data:`SECTION_HEADERS`)
+off and puts the innermost one before the labels of its section ("Living with
+father: Father not in labor force"), as the 5-year file writes them; a label
+that still ends in a colon is an error naming file, variable and code.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 from dataclasses import dataclass, field
 
 
@@ -62,6 +72,51 @@ class Variable:
         return best
 
 
+SECTION_HEADERS: tuple[str, ...] = (
+    "Living with two parents",
+    "Living with one parent",
+    "Living with father",
+    "Living with mother",
+)
+"""Section headers of the printed dictionary that the CSVs glue onto neighbouring labels."""
+
+_HEADER = "|".join(re.escape(h) for h in SECTION_HEADERS)
+_TRAILING_HEADERS = re.compile(rf"(?:\s*\b(?:{_HEADER}):)+\s*$", re.IGNORECASE)
+_ONE_HEADER = re.compile(rf"({_HEADER}):", re.IGNORECASE)
+
+
+def unglue(path: str, name: str, values: list[ValueRange]) -> list[ValueRange]:
+    """Labels of one variable with glued section headers moved before the labels they head.
+
+    A variable none of whose labels ends in a known header is returned as is.
+
+    Raises:
+        ValueError: a label ends in a colon that is not a known section header.
+    """
+    if not any(_TRAILING_HEADERS.search(v.label) for v in values):
+        return _no_colon_ends(path, name, values)
+    out, section = [], None
+    for v in values:
+        glued = _TRAILING_HEADERS.search(v.label)
+        own = v.label[: glued.start()].strip() if glued else v.label
+        label = own if v.is_blank or section is None else f"{section}: {own[:1].upper()}{own[1:]}"
+        out.append(ValueRange(v.low, v.high, label))
+        if glued:
+            inner = _ONE_HEADER.findall(glued.group())[-1]
+            section = inner[:1].upper() + inner[1:].lower()
+    return _no_colon_ends(path, name, out)
+
+
+def _no_colon_ends(path: str, name: str, values: list[ValueRange]) -> list[ValueRange]:
+    for v in values:
+        if v.label.rstrip().endswith(":"):
+            raise ValueError(
+                f"{path}: {name} code {v.low!r} has the label {v.label!r}, which ends in an unknown section header "
+                "(glued onto the label by the Census CSV); add the header to SECTION_HEADERS"
+            )
+    return values
+
+
 class DataDictionary(dict[str, Variable]):
     """Variables by name, as read from one year's dictionary file."""
 
@@ -104,7 +159,7 @@ def read_dictionary(path: str | os.PathLike[str]) -> DataDictionary:
                 raise ValueError(f"{path}, line {lineno}: malformed data dictionary row ({err})") from None
     for name, values in rows.items():
         var = out[name]
-        out[name] = Variable(var.name, var.kind, var.length, var.label, tuple(values))
+        out[name] = Variable(var.name, var.kind, var.length, var.label, tuple(unglue(str(path), name, values)))
     if not out:
         raise ValueError(f"{path}: no NAME rows; is this a PUMS data dictionary CSV?")
     return out

@@ -13,9 +13,17 @@ with ``Conf`` the mean score of the likelier class, ``max(s, 1 - s)``, and
 over-confident. Its weights sum to one, so it equals the mean confidence
 minus the accuracy at threshold 0.5 whatever the bins.
 
-The fitted threshold maximises accuracy on a small labelled sample: the
-candidates are the midpoints between consecutive distinct sample scores
-(and 0 and 1); among ties the one closest to 0.5 wins.
+The fitted threshold is fitted on a small labelled sample by one of two
+rules. ``accuracy`` (ours) maximises accuracy: the candidates are the
+midpoints between consecutive distinct sample scores (and 0 and 1); among ties
+the one closest to 0.5 wins. ``balanced_accuracy`` (folktexts', so the
+``paper`` protocol's) maximises TPR - FPR, i.e. balanced accuracy, over the
+ROC curve's thresholds (the sample scores themselves); among ties the highest
+wins, and the threshold is capped at 1. Both are computed in every run.
+
+The signed calibration error (the paper's Eq. 3) is
+``SCE = 1/n sum_m sum_{i in B_m} (s_i - y_i)``; the bins cancel, so it is the
+mean score minus the positive rate: positive means scores too high.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from sklearn.metrics import accuracy_score, brier_score_loss, roc_auc_score
 
 Floats = npt.NDArray[np.float64]
 Strategy = Literal["uniform", "quantile"]
+ThresholdRule = Literal["accuracy", "balanced_accuracy"]
+THRESHOLD_RULES: tuple[ThresholdRule, ...] = ("accuracy", "balanced_accuracy")
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -98,14 +108,36 @@ def confidence_bias(y: npt.ArrayLike, s: npt.ArrayLike, *, n_bins: int = 10) -> 
     return float(diff.sum() / n.sum())
 
 
-def fit_threshold(y: npt.ArrayLike, s: npt.ArrayLike) -> float:
-    """The accuracy-maximising threshold on a labelled sample (ties: closest to 0.5)."""
+def signed_calibration_error(y: npt.ArrayLike, s: npt.ArrayLike) -> float:
+    """SCE (the paper's Eq. 3): mean of ``s - y``; positive when scores overestimate the positive class."""
     yy, ss = _check(y, s)
+    if not len(yy):
+        return float("nan")
+    return float(np.mean(ss - yy))
+
+
+def fit_threshold(y: npt.ArrayLike, s: npt.ArrayLike, rule: ThresholdRule = "accuracy") -> float:
+    """The threshold on a labelled sample that maximises accuracy (ties: closest to 0.5) or,
+    with ``rule="balanced_accuracy"``, TPR - FPR (ties: the highest; capped at 1; one class: 0.5)."""
+    yy, ss = _check(y, s)
+    if rule == "balanced_accuracy":
+        return _balanced_threshold(yy, ss)
+    if rule != "accuracy":
+        raise ValueError(f"unknown threshold rule {rule!r} ({' or '.join(THRESHOLD_RULES)})")
     u = np.unique(ss)
     candidates = np.unique(np.concatenate([[0.0, 1.0 + 1e-12], (u[1:] + u[:-1]) / 2]))
     acc = np.array([np.mean((ss >= t) == yy) for t in candidates])
     best = candidates[acc == acc.max()]
     return float(min(best[np.argmin(np.abs(best - 0.5))], 1.0))
+
+
+def _balanced_threshold(yy: npt.NDArray[np.int64], ss: Floats) -> float:
+    from sklearn.metrics import roc_curve
+
+    if len(np.unique(yy)) < 2:
+        return 0.5
+    fpr, tpr, thresholds = roc_curve(yy, ss)
+    return float(min(thresholds[np.argmax(tpr - fpr)], 1.0))
 
 
 def calibration_points(
@@ -133,16 +165,25 @@ def auc(y: npt.ArrayLike, s: npt.ArrayLike, *, name: str = "scores") -> float:
 
 
 def evaluate(
-    y: npt.ArrayLike, s: npt.ArrayLike, *, threshold: float = 0.5, n_bins: int = 10, name: str = "scores"
+    y: npt.ArrayLike,
+    s: npt.ArrayLike,
+    *,
+    threshold: float = 0.5,
+    threshold_balanced: float | None = None,
+    n_bins: int = 10,
+    name: str = "scores",
 ) -> dict[str, float]:
     """Every metric of the study for one set of scores.
 
-    ``threshold`` is the fitted one (``accuracy_fitted``); ``accuracy`` always
+    ``threshold`` is the one fitted to maximise accuracy (``accuracy_fitted``),
+    ``threshold_balanced`` the one fitted to maximise balanced accuracy
+    (``accuracy_fitted_balanced``; default: ``threshold``); ``accuracy`` always
     uses 0.5. AUC is NaN when only one class is present (an
     :class:`UndefinedMetricWarning` naming ``name`` says so); ECE, Brier and
     the rest are still defined then.
     """
     yy, ss = _check(y, s)
+    balanced = threshold if threshold_balanced is None else threshold_balanced
     return {
         "n": float(len(yy)),
         "ece": ece(yy, ss, n_bins=n_bins),
@@ -152,6 +193,9 @@ def evaluate(
         "accuracy": float(accuracy_score(yy, ss >= 0.5)),
         "threshold": float(threshold),
         "accuracy_fitted": float(accuracy_score(yy, ss >= threshold)),
+        "threshold_balanced": float(balanced),
+        "accuracy_fitted_balanced": float(accuracy_score(yy, ss >= balanced)),
+        "sce": signed_calibration_error(yy, ss),
         "r_bias": confidence_bias(yy, ss, n_bins=n_bins),
         "score_mean": float(ss.mean()),
         "score_std": float(ss.std()),

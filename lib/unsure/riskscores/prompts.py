@@ -22,20 +22,75 @@ models get the same text as the user turn of their chat template, with the
 answer prefix as the start of the assistant's reply; chat APIs, which cannot
 pre-fill a reply, get the prefix as the end of the user turn (the engine's
 ``chat_prompt``), so they see exactly the plain prompt, as in folktexts.
+
+That is the ``corrected`` protocol. Under ``paper`` (:mod:`.paper`) every
+prompt is folktexts' own: its population paragraph, an ``Information:`` block
+of ``- The <feature> is: <words>.`` lines, its questions with options in its
+order (order 0; order 1 swaps them), its few-shot layout, and plain text for
+instruct models too (:func:`uses_chat`). :func:`row_texts` writes the feature
+block of either protocol; every other function takes ``protocol``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from unsure.riskscores.tasks import Task
+from unsure.riskscores import paper
+from unsure.riskscores.dictionary import DataDictionary
+from unsure.riskscores.paper import Questions
+from unsure.riskscores.tasks import FOLKTABLES, Task
+from unsure.riskscores.text import frame_text
 
+Protocol = Literal["paper", "corrected"]
+PROTOCOLS: tuple[Protocol, ...] = ("paper", "corrected")
 LETTERS = ("A", "B")
 NUMERIC_PREFIX = "Answer (between 0 and 1): 0."
+
+
+def _check_protocol(protocol: str) -> None:
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r} (paper or corrected)")
+
+
+def questions(task: Task, protocol: Protocol = "corrected") -> Questions:
+    """The task's questions and options (in order 0) under a protocol.
+
+    ``corrected``: the task's own texts, negative option first. ``paper``:
+    folktexts' for the five folktables tasks and for custom tasks that keep a
+    folktables task's label and texts; other custom tasks keep their own texts.
+    """
+    _check_protocol(protocol)
+    if protocol == "paper":
+        if task.name in paper.QUESTIONS:
+            return paper.QUESTIONS[task.name]
+        for name, base in FOLKTABLES.items():
+            same = (task.target, task.op, task.threshold, task.question, task.numeric_question) == (
+                base.target, base.op, base.threshold, base.question, base.numeric_question
+            )  # fmt: skip
+            if same:
+                return paper.QUESTIONS[name]
+    return Questions(task.question, ((task.negative, 0), (task.positive, 1)), task.numeric_question)
+
+
+def uses_chat(instruct: bool, protocol: Protocol = "corrected") -> bool:
+    """Whether a model's prompts go through its chat template (``paper``: never, as folktexts then)."""
+    _check_protocol(protocol)
+    return instruct and protocol == "corrected"
+
+
+def row_texts(
+    frame: pd.DataFrame, features: Sequence[str], dictionary: DataDictionary, protocol: Protocol = "corrected"
+) -> pd.Series:
+    """Each row's feature block in the protocol's words (one line per feature)."""
+    _check_protocol(protocol)
+    if protocol == "paper":
+        return paper.feature_lines(frame, tuple(features), dictionary)
+    return frame_text(frame, features, dictionary)
 
 
 def population_sentence(year: int) -> str:
@@ -46,23 +101,40 @@ def population_sentence(year: int) -> str:
     )
 
 
-def options(task: Task, order: int) -> tuple[str, str]:
-    """The option texts shown as A and B: order 0 is (negative, positive), order 1 swapped."""
-    return (task.negative, task.positive) if order == 0 else (task.positive, task.negative)
+def _ordered(task: Task, order: int, protocol: Protocol) -> tuple[tuple[str, int], tuple[str, int]]:
+    first, second = questions(task, protocol).options
+    return (first, second) if order == 0 else (second, first)
 
 
-def positive_letter(order: int) -> int:
-    """Index in :data:`LETTERS` of the positive option for a given order."""
-    return 1 if order == 0 else 0
+def options(task: Task, order: int, protocol: Protocol = "corrected") -> tuple[str, str]:
+    """The option texts shown as A and B: order 0 is the protocol's order
+    (``corrected``: negative, positive), order 1 swapped."""
+    a, b = _ordered(task, order, protocol)
+    return a[0], b[0]
 
 
-def mc_question(task: Task, order: int) -> str:
-    a, b = options(task, order)
-    return f"Question: {task.question}\nA. {a}.\nB. {b}."
+def positive_letter(order: int, task: Task | None = None, protocol: Protocol = "corrected") -> int:
+    """Index in :data:`LETTERS` of the option of label 1 for a given order (``paper`` needs the task)."""
+    if protocol == "corrected" or task is None:
+        _check_protocol(protocol)
+        if protocol == "paper":
+            raise ValueError("positive_letter: protocol paper needs the task (its option order is the task's)")
+        return 1 if order == 0 else 0
+    return 0 if _ordered(task, order, protocol)[0][1] == 1 else 1
 
 
-def numeric_question(task: Task) -> str:
-    return f"Question: {task.numeric_question}"
+def mc_question(task: Task, order: int, protocol: Protocol = "corrected") -> str:
+    a, b = options(task, order, protocol)
+    return f"Question: {questions(task, protocol).question}\nA. {a}.\nB. {b}."
+
+
+def numeric_question(task: Task, protocol: Protocol = "corrected") -> str:
+    return f"Question: {questions(task, protocol).numeric_question}"
+
+
+def numeric_label(task: Task, protocol: Protocol = "corrected") -> int:
+    """The label whose probability the numeric question asks for (0: the score is one minus the answer)."""
+    return questions(task, protocol).numeric_label
 
 
 @dataclass(frozen=True)
@@ -98,10 +170,48 @@ def _shot_block(task: Task, shot: Shot, kind: str, order: int) -> str:
     return f"{shot.text}\n{numeric_question(task)}\nAnswer (between 0 and 1): {float(shot.label):.1f}\n\n"
 
 
+def _paper_question(task: Task, kind: str, order: int) -> tuple[str, str]:
+    if kind == "multiple_choice":
+        return mc_question(task, order, "paper"), "Answer:"
+    if kind == "numeric":
+        return numeric_question(task, "paper"), NUMERIC_PREFIX
+    raise ValueError(f"unknown prompting {kind!r} (multiple_choice or numeric)")
+
+
+def _paper_answer(task: Task, shot: Shot, kind: str, order: int) -> str:
+    """A solved example's answer as folktexts writes it: the letter, or the 0/1 label of its question."""
+    if kind == "multiple_choice":
+        pos = positive_letter(order, task, "paper")
+        return LETTERS[pos if shot.label else 1 - pos]
+    return str(shot.label if numeric_label(task, "paper") == 1 else 1 - shot.label)
+
+
+def _paper_parts(task: Task, text: str, kind: str, order: int, year: int, shots: Sequence[Shot]) -> tuple[str, str]:
+    question, prefix = _paper_question(task, kind, order)
+    intro = paper.header(year, shots=True) + "\n"
+    blocks = [
+        f"{intro if i == 0 else ''}Information:\n{s.text}\n\n"
+        f"{question}\n{prefix} {_paper_answer(task, s, kind, order)}\n\n"
+        for i, s in enumerate(shots)
+    ]
+    head = "" if shots else paper.header(year) + "\n"
+    return f"{''.join(blocks)}{head}Information:\n{text}\n\n{question}", prefix
+
+
 def prompt_parts(
-    task: Task, text: str, kind: str, order: int, *, year: int, shots: Sequence[Shot] = ()
+    task: Task,
+    text: str,
+    kind: str,
+    order: int,
+    *,
+    year: int,
+    shots: Sequence[Shot] = (),
+    protocol: Protocol = "corrected",
 ) -> tuple[str, str]:
     """(user text, answer prefix) of one prompt: the prefix opens the answer."""
+    _check_protocol(protocol)
+    if protocol == "paper":
+        return _paper_parts(task, text, kind, order, year, shots)
     body = population_sentence(year) + "\n\n" + "".join(_shot_block(task, s, kind, order) for s in shots)
     if kind == "multiple_choice":
         return f"{body}{text}\n{mc_question(task, order)}", "Answer:"
@@ -119,7 +229,8 @@ def build_prompt(
     year: int,
     shots: Sequence[Shot] = (),
     chat: Callable[[str, str], str] | None = None,
+    protocol: Protocol = "corrected",
 ) -> str:
     """The full prompt; ``chat(user, prefill)`` wraps it in a chat template (instruct models)."""
-    user, prefix = prompt_parts(task, text, kind, order, year=year, shots=shots)
+    user, prefix = prompt_parts(task, text, kind, order, year=year, shots=shots, protocol=protocol)
     return chat(user, prefix) if chat is not None else f"{user}\n{prefix}"

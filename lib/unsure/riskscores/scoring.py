@@ -7,6 +7,11 @@ to cancel the models' preference for a letter). Numeric: the engine's
 verbalised-probability procedure on a prompt ending in ``0.`` (a chat API
 replies in free form, parsed for the number). A score the engine cannot read
 is NaN and stays in the scores; the metrics count it (``n_unparsed``).
+
+``protocol`` picks the prompts (:mod:`.prompts`): under ``paper`` instruct
+models get plain text, the options come in folktexts' order, and a numeric
+question about the other class (folktexts' ``ACSMobility`` asks "moved?") is
+complemented, so that ``p_hat`` is always the probability of label 1.
 """
 
 from __future__ import annotations
@@ -18,9 +23,17 @@ import pandas as pd
 
 from unsure.engine import ChoiceRequest, Engine
 from unsure.riskscores.dictionary import DataDictionary
-from unsure.riskscores.prompts import LETTERS, Shot, build_prompt, positive_letter
+from unsure.riskscores.prompts import (
+    LETTERS,
+    Protocol,
+    Shot,
+    build_prompt,
+    numeric_label,
+    positive_letter,
+    row_texts,
+    uses_chat,
+)
 from unsure.riskscores.tasks import Task
-from unsure.riskscores.text import frame_text
 
 
 def multiple_choice_scores(engine: Engine, prompts: Sequence[Sequence[str]], positive: Sequence[int]) -> pd.DataFrame:
@@ -47,9 +60,9 @@ def numeric_scores(engine: Engine, prompts: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"p_hat": np.clip(np.asarray(engine.numeric(list(prompts)), dtype=np.float64), 0, 1)})
 
 
-def chat_wrapper(engine: Engine, instruct: bool) -> Callable[[str, str], str] | None:
-    """How an instruct model's prompts are templated (``None``: plain text)."""
-    if not instruct:
+def chat_wrapper(engine: Engine, instruct: bool, protocol: Protocol = "corrected") -> Callable[[str, str], str] | None:
+    """How an instruct model's prompts are templated (``None``: plain text; always under ``paper``)."""
+    if not uses_chat(instruct, protocol):
         return None
     return lambda user, prefill: engine.chat_prompt(user, prefill=prefill)
 
@@ -64,22 +77,25 @@ def make_scorer(
     both_orders: bool,
     shots: Sequence[Shot] = (),
     text_column: str = "text",
+    protocol: Protocol = "corrected",
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """A ``run_shard`` scorer: rows (with ``row_id`` and the text column) to ``row_id, p_hat, ...``."""
-    chat = chat_wrapper(engine, instruct)
+    """A ``run_shard`` scorer: rows (with ``row_id`` and the text column, written in the
+    protocol's words: :func:`~unsure.riskscores.prompts.row_texts`) to ``row_id, p_hat, ...``."""
+    chat = chat_wrapper(engine, instruct, protocol)
+
+    def prompt(text: str, order: int) -> str:
+        return build_prompt(task, text, kind, order, year=year, shots=shots, chat=chat, protocol=protocol)
 
     def score(rows: pd.DataFrame) -> pd.DataFrame:
         texts = rows[text_column].tolist()
         if kind == "multiple_choice":
             orders = (0, 1) if both_orders else (0,)
-            prompts = [
-                [build_prompt(task, t, kind, o, year=year, shots=shots, chat=chat) for t in texts] for o in orders
-            ]
-            out = multiple_choice_scores(engine, prompts, [positive_letter(o) for o in orders])
+            prompts = [[prompt(t, o) for t in texts] for o in orders]
+            out = multiple_choice_scores(engine, prompts, [positive_letter(o, task, protocol) for o in orders])
         else:
-            out = numeric_scores(
-                engine, [build_prompt(task, t, kind, 0, year=year, shots=shots, chat=chat) for t in texts]
-            )
+            out = numeric_scores(engine, [prompt(t, 0) for t in texts])
+            if numeric_label(task, protocol) == 0:
+                out["p_hat"] = 1.0 - out["p_hat"]
         out.insert(0, "row_id", rows["row_id"].to_numpy())
         return out
 
@@ -95,16 +111,17 @@ def feature_scorer(
     instruct: bool,
     both_orders: bool,
     kind: str = "multiple_choice",
+    protocol: Protocol = "corrected",
 ) -> Callable[[pd.DataFrame, Sequence[str]], np.ndarray]:
     """Scores of rows given as feature values, written out with only the given features.
 
     Used where the text changes: permuted columns (importance) and growing
     feature sets (increasing evidence).
     """
-    score = make_scorer(engine, task, kind, year=year, instruct=instruct, both_orders=both_orders)
+    score = make_scorer(engine, task, kind, year=year, instruct=instruct, both_orders=both_orders, protocol=protocol)
 
     def run(rows: pd.DataFrame, features: Sequence[str]) -> np.ndarray:
-        texts = frame_text(rows, features, dictionary)
+        texts = row_texts(rows, features, dictionary, protocol)
         out = score(pd.DataFrame({"row_id": rows["row_id"].to_numpy(), "text": texts.to_numpy()}))
         p_hat: np.ndarray = out["p_hat"].to_numpy(dtype=np.float64)
         return p_hat

@@ -1,4 +1,5 @@
-"""Metric frames and the paper's per-task tables (table 1: ACSIncome; A1-A4: the other tasks)."""
+"""Metric frames, the paper's per-task tables (table 1: ACSIncome; A1-A4: the other tasks) and
+the reproduction ledger (which protocol made each number; both values of metric-level choices)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 from unsure.riskscores.baselines import BASELINES
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.metrics import evaluate, fit_threshold
+from unsure.riskscores.prompts import Protocol
 from unsure.riskscores.text import value_text
 
 KEYS = ["model", "task", "prompting"]
@@ -21,6 +23,9 @@ PAPER_COLUMNS = {
     "accuracy": "Accuracy",
     "accuracy_fitted": "Accuracy (fitted threshold)",
 }
+FITTED_ACCURACY: dict[str, str] = {"corrected": "accuracy_fitted", "paper": "accuracy_fitted_balanced"}
+"""The fitted-threshold accuracy each protocol's tables show: our accuracy-maximising threshold,
+or folktexts' balanced-accuracy-maximising one."""
 BASELINE_NAMES = {"logistic_regression": "LR", "xgboost": "XGBoost"}
 PROMPTING_NAMES = {"multiple_choice": "multiple-choice", "numeric": "numeric", "supervised": "supervised"}
 
@@ -47,7 +52,8 @@ def merge_scores(rows: Mapping[str, pd.DataFrame], runs: Sequence[Mapping[str, A
 def metrics_frame(scores: pd.DataFrame) -> pd.DataFrame:
     """One row of :func:`~unsure.riskscores.metrics.evaluate` per (model, task, prompting).
 
-    Metrics use the ``eval`` rows; the threshold is fitted on the ``threshold`` rows.
+    Metrics use the ``eval`` rows; both thresholds (accuracy- and balanced-accuracy-maximising)
+    are fitted on the ``threshold`` rows.
     A NaN score (a reply with no probability, no answer letter among an API's
     top tokens) is left out and counted: ``n_unparsed`` evaluation rows beside
     the ``n`` scored ones, with a warning naming the run and rows, so that one
@@ -81,7 +87,8 @@ def metrics_frame(scores: pd.DataFrame) -> pd.DataFrame:
         metrics: dict[str, float] = {"n": 0.0}
         if not ev.empty:
             threshold = fit_threshold(fit["label"], fit["p_hat"]) if len(fit) else 0.5
-            metrics = evaluate(ev["label"], ev["p_hat"], threshold=threshold, name=name)
+            balanced = fit_threshold(fit["label"], fit["p_hat"], "balanced_accuracy") if len(fit) else 0.5
+            metrics = evaluate(ev["label"], ev["p_hat"], threshold=threshold, threshold_balanced=balanced, name=name)
         records.append(dict(zip(KEYS, key, strict=True)) | {"n": metrics.pop("n"), "n_unparsed": unparsed} | metrics)
     return pd.DataFrame(records)
 
@@ -90,9 +97,13 @@ def _first_rows(group: pd.DataFrame, mask: pd.Series) -> str:
     return ", ".join(map(repr, group.loc[mask, "row_id"].head(3)))
 
 
-def paper_table(metrics: pd.DataFrame, task: str) -> pd.DataFrame:
-    """A task's table: ECE, Brier, AUC and accuracy of every model and prompting, then LR and XGBoost."""
+def paper_table(metrics: pd.DataFrame, task: str, protocol: Protocol = "corrected") -> pd.DataFrame:
+    """A task's table: ECE, Brier, AUC and accuracy of every model and prompting, then LR and XGBoost.
+
+    The fitted-threshold accuracy is the protocol's (:data:`FITTED_ACCURACY`)."""
     rows = metrics[metrics["task"] == task].copy()
+    if protocol == "paper" and "accuracy_fitted_balanced" in rows.columns:
+        rows["accuracy_fitted"] = rows["accuracy_fitted_balanced"]
     rows["_baseline"] = rows["model"].isin(BASELINES)
     rows = rows.sort_values(["_baseline", "prompting"], kind="stable")
     rows["model"] = rows["model"].map(lambda m: BASELINE_NAMES.get(m, m))
@@ -101,6 +112,54 @@ def paper_table(metrics: pd.DataFrame, task: str) -> pd.DataFrame:
         columns=PAPER_COLUMNS | {"model": "Model", "prompting": "Prompting"}
     )
     return out.reset_index(drop=True)
+
+
+LEDGER_COLUMNS = {
+    "task": "Task",
+    "model": "Model",
+    "prompting": "Prompting",
+    "prompts": "Prompts (protocol)",
+    "ece": "ECE (equal-width bins)",
+    "ece_quantile": "ECE (quantile bins)",
+    "brier": "Brier",
+    "auc": "AUC",
+    "sce": "SCE",
+    "threshold_rule": "Threshold rule in tables",
+    "accuracy_fitted": "Accuracy (accuracy-max threshold)",
+    "accuracy_fitted_balanced": "Accuracy (balanced-accuracy-max threshold)",
+    "threshold": "Threshold (accuracy)",
+    "threshold_balanced": "Threshold (balanced accuracy)",
+    "note": "Note",
+}
+
+_NOTES = {
+    ("paper", "ACSMobility"): (
+        "label 1 = same house as folktables (folktexts' question asks 'moved?': options carry our labels, "
+        "numeric answers are complemented); AUC and Brier equal folktexts', ECE up to scores on bin edges"
+    ),
+    ("corrected", None): "our prompts (Census dictionary words, chat templates); the paper's need protocol: paper",
+    ("paper", None): "folktexts' prompts, plain text for instruct models",
+}
+
+
+def reproduction_table(metrics: pd.DataFrame, protocol: Protocol) -> pd.DataFrame:
+    """The ledger: per task, model and prompting, which protocol made the prompts, and both
+    values of the metric-level choices (ECE bins; the fitted threshold's rule), whichever the
+    tables show. A prompt-level difference needs a run under the other protocol."""
+    rows = metrics.copy()
+    baseline = rows["model"].isin(BASELINES)
+    rows["prompts"] = [("—" if b else protocol) for b in baseline]
+    rows["threshold_rule"] = "balanced accuracy" if protocol == "paper" else "accuracy"
+    rows["note"] = [
+        "trained baseline (no prompt)" if b else _NOTES.get((protocol, t), _NOTES[(protocol, None)])
+        for b, t in zip(baseline, rows["task"], strict=True)
+    ]
+    rows["model"] = rows["model"].map(lambda m: BASELINE_NAMES.get(m, m))
+    rows["prompting"] = rows["prompting"].map(lambda k: PROMPTING_NAMES.get(k, k))
+    for col in LEDGER_COLUMNS:
+        if col not in rows.columns:
+            rows[col] = float("nan")
+    return rows[list(LEDGER_COLUMNS)].rename(columns=LEDGER_COLUMNS).reset_index(drop=True)
 
 
 def subgroups_instances(rows: pd.DataFrame, scores: pd.DataFrame, dictionary: DataDictionary) -> pd.DataFrame:

@@ -37,7 +37,14 @@ import pandas as pd
 from joblib import Parallel, delayed
 from threadpoolctl import threadpool_limits
 
-from unsure.subgroups.estimators import METHODS, BinaryVariance, SRSettings, crossfit_sr, estimate_problem
+from unsure.subgroups.estimators import (
+    PROTOCOL_VARIANCE,
+    BinaryVariance,
+    SRSettings,
+    SubgroupsProtocol,
+    crossfit_sr,
+    estimate_problem,
+)
 from unsure.subgroups.features import COVARIATES, KEYS, Prepared, design_matrix
 from unsure.subgroups.schema import is_binary
 
@@ -58,8 +65,13 @@ class Protocol:
     folds: int = 2
     sr: SRSettings = field(default_factory=SRSettings)
     lasso_lambdas: int = 20
-    binary_variance: BinaryVariance = "plugin"
+    protocol: SubgroupsProtocol = "paper"
+    """``paper``: plug-in σ̂² of a 0/1 mean, as the paper; ``corrected``: Laplace-smoothed (never zero)."""
     seed: int = 0
+
+    @property
+    def binary_variance(self) -> BinaryVariance:
+        return PROTOCOL_VARIANCE[self.protocol]
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Protocol:
@@ -207,7 +219,7 @@ def run_repetition(pool: Pool, protocol: Protocol, rep: int) -> tuple[pd.DataFra
                 variance=protocol.binary_variance,
             )
             truth = pool.units[f"truth_{metric}"].to_numpy()[present]
-            for method in METHODS:
+            for method in res.estimates:
                 estimates.append(
                     pd.DataFrame(
                         {

@@ -28,7 +28,14 @@ from matplotlib.figure import Figure
 from unsure.report import save_figure
 from unsure.subgroups.tables import size_class, summarise
 
-PALETTE = {"DT": "#4c72b0", "SR": "#55a868", "EB": "#dd8452", "Lasso": "#8172b3"}
+PALETTE = {
+    "DT": "#4c72b0",
+    "SR": "#55a868",
+    "EB": "#dd8452",
+    "Lasso": "#8172b3",
+    "EB-paper": "#c44e52",
+    "EB-corrected": "#937860",
+}
 
 
 def _empty(message: str) -> Figure:
@@ -124,8 +131,11 @@ def fig3(um: pd.DataFrame, small_n: int) -> Figure:
 
 
 def fig4(um: pd.DataFrame, alpha: float) -> Figure:
-    """Coverage against width of DT and robust EB intervals, per source, design, dataset and model."""
-    sub = um[(um["metric"] == "accuracy") & um["method"].isin(["DT", "EB"])]
+    """Coverage against width of DT and robust EB intervals, per source, design, dataset and model.
+
+    The other protocol's EB (``EB-paper`` or ``EB-corrected``) is plotted beside the chosen one.
+    """
+    sub = um[(um["metric"] == "accuracy") & um["method"].isin(["DT", "EB", "EB-paper", "EB-corrected"])]
     if sub.empty:
         return _empty("no interval results")
     s = summarise(sub, ["source", "design", "dataset", "model"])

@@ -90,6 +90,12 @@ INTERVALS = {
     ("DT", "width"): "width DT",
     ("EB", "width"): "width EB",
 }
+EB_PROTOCOLS = {
+    (method, stat): f"{stat} {method}"
+    for method in ("EB-paper", "EB-corrected")
+    for stat in ("ratio", "coverage", "width")
+}
+"""The other protocol's EB (0/1 metrics), beside the chosen one; its ratio column reads ``ratio EB-paper``."""
 
 
 def table1(um: pd.DataFrame, small_n: int) -> pd.DataFrame:
@@ -114,8 +120,9 @@ def table2(um: pd.DataFrame) -> pd.DataFrame:
     by = ["source", "dataset", "n_g"]
     if sub.empty:
         return pd.DataFrame(columns=[*by, "subgroups"])
-    out = _wide(summarise(sub, by), by, {**ERRORS, **INTERVALS})
-    return out.sort_values(by).reset_index(drop=True)
+    out = _wide(summarise(sub, by), by, {**ERRORS, **INTERVALS, **EB_PROTOCOLS})
+    absent = [c for c in EB_PROTOCOLS.values() if out[c].isna().all()]
+    return out.drop(columns=absent).sort_values(by).reset_index(drop=True)
 
 
 def table3(um: pd.DataFrame, small_n: int) -> pd.DataFrame:

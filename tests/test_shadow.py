@@ -1,0 +1,201 @@
+"""The shadow of the paper config (``unsure.shadow``): ``config/config.yaml`` unchanged but for
+``config/shadow.yaml``, every model entry a tiny model of its family, the API models on the
+loopback server, run to the last table and figure of every study.
+
+CI runs the CI variant (``python -m unsure.shadow --ci``): the same merged config with the
+entries that differ only in size folded into one (:data:`FOLDED`), so that every study, every
+prompting mode and every (family, tokenizer, instruct, backend, template) combination of the
+paper config runs within CI's budget. The full variant (every entry) is the README's command.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from unsure.config import Config, parse_config
+from unsure.shadow import (
+    OVERRIDE,
+    PAPER,
+    REPO,
+    SERVED,
+    combination,
+    leaf_paths,
+    merged_config,
+    read_yaml,
+    shadow_config,
+    snakemake_command,
+)
+
+SHARED = REPO.parent / "shared" / "data"
+
+STUDIES = ("riskscores", "nextword", "subgroups", "labelbias", "decisionrisk")
+
+FOLDED = {
+    # folded entry: the entry CI keeps (same family shadow, tokenizer, instruct, backend and
+    # template; the paper's entries differ in size only, which a shadow cannot tell apart)
+    "gemma-7b": "gemma-2b",
+    "gemma-7b-it": "gemma-2b-it",
+    "mixtral-8x22b": "mixtral-8x7b",
+    "mixtral-8x22b-instruct": "mixtral-8x7b-instruct",
+    "llama-3-70b": "llama-3-8b",
+    "llama-3-70b-instruct": "llama-3-8b-instruct",
+    "gpt2-large": "gpt2",
+    "llama-2-13b": "llama-2-7b",
+    "llama-2-13b-chat": "llama-2-7b-chat",
+    "falcon-40b": "falcon-7b",
+    "falcon-40b-instruct": "falcon-7b-instruct",
+}
+"""What CI folds together, and nothing else: the API models are families of their own
+(gpt-4o-mini and gpt-3.5-turbo both run), as are Mistral and Mixtral (dense vs mixture of
+experts, one tokenizer)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared() -> Path:
+    """The shadow's real tokenizers and SNI files live in ../shared/data."""
+    for need in ("tokenizers", "sni", "nltk_data"):
+        if not (SHARED / need).is_dir():
+            pytest.skip(f"the shadow run needs {SHARED / need} (the real tokenizers and data beside the repository)")
+    return SHARED
+
+
+def _get(tree: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(tree, Mapping) or key not in tree:
+            return KeyError
+        tree = tree[key]
+    return tree
+
+
+def test_the_merged_config_is_the_paper_config_except_for_the_override_keys() -> None:
+    paper, override, merged = read_yaml(REPO / PAPER), read_yaml(REPO / OVERRIDE), merged_config()
+    assert set(override) <= set(Config.model_fields), "the override is a plain partial config"
+    overridden = set(leaf_paths(override))
+
+    def under_override(path: tuple[str, ...]) -> bool:
+        return any(path[: len(o)] == o or o[: len(path)] == path for o in overridden)
+
+    for path in set(leaf_paths(paper)) | set(leaf_paths(merged)):
+        if not under_override(path):
+            assert _get(merged, path) == _get(paper, path), ".".join(path)
+    for path in overridden:  # every override key took effect (local paths made absolute)
+        got, want = _get(merged, path), _get(override, path)
+        assert got == want or (isinstance(want, str) and got == str((REPO / want).resolve())), ".".join(path)
+    parse_config(merged)
+
+
+def test_every_paper_model_entry_is_a_cpu_shadow_of_its_own_family() -> None:
+    paper, merged = read_yaml(REPO / PAPER), merged_config()
+    assert list(merged["models"]) == list(paper["models"])
+    for name, entry in merged["models"].items():
+        real = paper["models"][name]
+        assert {k: entry[k] for k in real if k not in ("id", "gpus", "base_url")} == {
+            k: v for k, v in real.items() if k not in ("id", "gpus", "base_url")
+        }, name
+        if entry.get("backend") == "openai":
+            assert entry["id"] == real["id"], "the API model's name is what the requests carry"
+            assert entry["base_url"].startswith("http://127.0.0.1:"), name
+            assert entry["api_key_env"] != "OPENAI_API_KEY", "never the user's real key"
+            continue
+        assert entry["gpus"] == 0, name
+        family = entry["id"].removeprefix("resources/models/shadow-")
+        assert family in real["id"].lower(), f"{name} ({real['id']}) is shadowed by another family: {family}"
+        spec = merged["zoo"]["models"][f"shadow-{family}"]
+        if spec.get("tokenizer"):
+            assert Path(spec["tokenizer"]).parent == (SHARED / "tokenizers").resolve(), name
+    assert set(merged["zoo"]["models"]) == {
+        *(Path(e["id"]).name for e in merged["models"].values() if e.get("backend") != "openai"),
+        Path(merged["studies"]["decisionrisk"]["embedder"]).name,
+        SERVED,
+    }, "every zoo entry of the override is a family some entry uses"
+
+
+def test_ci_folds_only_entries_of_one_combination_and_keeps_every_study_and_prompting_mode() -> None:
+    paper, full = read_yaml(REPO / PAPER), merged_config()
+    ci, folds = shadow_config(ci=True)
+    assert folds == FOLDED
+    assert set(ci["models"]) | set(FOLDED) == set(paper["models"]) and not set(ci["models"]) & set(FOLDED)
+    for folded, kept in FOLDED.items():
+        assert combination(folded, full) == combination(kept, full)
+    assert {combination(n, full) for n in ci["models"]} == {combination(n, full) for n in full["models"]}
+    for study in STUDIES:
+        want = [FOLDED.get(m, m) for m in full["studies"][study].get("models", [])]
+        assert ci["studies"][study].get("models", []) == list(dict.fromkeys(want)), study
+    modes = {
+        "riskscores": ("prompting", "tasks", "importance", "evidence"),
+        "nextword": ("temperatures", "chat_modes", "biased_models", "token_models", "finetune"),
+        "labelbias": ("shots", "lora", "content_free_inputs", "chat_template"),
+        "decisionrisk": ("encoder", "benchmarks", "injections"),
+        "subgroups": ("inputs",),
+    }
+    for study, keys in modes.items():
+        for key in keys:
+            assert ci["studies"][study].get(key) == full["studies"][study].get(key), f"{study}.{key}"
+
+
+def _summary(work: Path) -> list[dict[str, str]]:
+    """``snakemake --summary``: every output file of ``rule all``'s DAG with its status."""
+    result = subprocess.run(
+        snakemake_command(REPO, work, "--summary", "all"), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line.split("\t") for line in result.stdout.splitlines() if "\t" in line]
+    header = lines[0]
+    return [dict(zip(header, row, strict=False)) for row in lines[1:]]
+
+
+@pytest.mark.workflow
+def test_the_ci_shadow_run_ends_with_every_table_and_figure_of_every_study(tmp_path: Path) -> None:
+    before = time.time()
+    work = tmp_path / "shadow"
+    cmd = [sys.executable, "-m", "unsure.shadow", "--ci", "--cores", "2", "--port", "0", "--workdir", str(work)]
+    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "shadow run finished" in result.stdout.splitlines()[-1]
+
+    # every table and figure of every study in the dry run's DAG of the same merged config exists
+    summary = _summary(work)
+    outputs = [row for row in summary if row["output_file"].split("/")[2:3] in (["tables"], ["figures"])]
+    assert {row["output_file"].split("/")[1] for row in outputs} == set(STUDIES)
+    for row in outputs:
+        path = work / row["output_file"]
+        assert path.is_file() and path.stat().st_size > 0, row["output_file"]
+        assert row["status"] == "ok", row
+    for study in STUDIES:
+        for kind in ("tables", "figures"):
+            assert any(r["output_file"].startswith(f"results/{study}/{kind}/") for r in outputs), (study, kind)
+    again = subprocess.run(snakemake_command(REPO, work, "-n", "all"), capture_output=True, text=True, timeout=300)
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+    # every prompting mode of the paper config ran, through every model that has it
+    cfg = parse_config(read_yaml(work / "shadow-config.yaml"))
+    results = work / "results"
+    scores = pd.read_parquet(results / "riskscores" / "scores" / "scores.parquet")
+    for model in cfg.studies.riskscores.models:
+        assert set(scores.loc[scores["model"] == model, "prompting"]) == {"multiple_choice", "numeric"}, model
+    for model, entry in cfg.study_models("nextword").items():
+        modes = cfg.studies.nextword.chat_modes if entry.instruct else [f"t{t:g}" for t in (1.0, 0.5)]
+        for mode in modes:
+            stats = json.loads((results / "nextword" / "samples" / model / f"{mode}_stats.json").read_text())
+            assert stats, (model, mode)
+    for model in cfg.studies.labelbias.models:
+        metrics = pd.read_parquet(results / "labelbias" / "scores" / f"{model}_metrics.parquet")
+        want = {"none", "cc", "dc", "looc"} | ({"lora"} if model in cfg.studies.labelbias.lora.models else set())
+        assert set(metrics["method"]) == want, model
+        assert set(metrics["k"]) == set(cfg.studies.labelbias.shots), model
+    confidences = pd.read_parquet(results / "decisionrisk" / "scores" / "confidences" / "anli.parquet")
+    assert {*cfg.studies.decisionrisk.models, cfg.studies.decisionrisk.encoder} <= set(confidences["model"])
+
+    # nothing was written into the repository's own results/ or resources/
+    for top in ("results", "resources"):
+        touched = [p for p in (REPO / top).rglob("*") if p.stat().st_mtime > before] if (REPO / top).is_dir() else []
+        assert not touched, touched[:5]
