@@ -167,6 +167,22 @@ def test_a_chat_prefill_ends_the_user_turn_and_letters_come_from_top_logprobs(
     assert got.mass == pytest.approx(0.65, abs=1e-6) and got.prefix == " "
 
 
+def test_options_missing_from_the_top_tokens_are_nan_with_one_warning_per_call(
+    servers: dict[str, Server], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shadow run of the paper config logged one warning per row (544 lines in one CI run,
+    millions of requests at paper scale); one call now says how many of its prompts had none."""
+    remote = api(servers["fixed"], chat=True, top_logprobs=2)  # only A and B come back
+    prompts = [remote.chat_prompt(f"Question {i}?", prefill="Answer:") for i in range(3)]
+    with caplog.at_level(logging.WARNING, logger="unsure.engine.api"):
+        got = remote.choice_probs([ChoiceRequest(p, ("C", "D")) for p in prompts])
+        found = remote.choice_probs([ChoiceRequest(prompts[0], ("A", "B"))])
+    assert all(np.isnan(g.probs).all() and g.mass == 0.0 for g in got)
+    assert not np.isnan(found[0].probs).any()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["local: none of the options ('C', 'D') among the top 2 reply tokens for 3 of 3 prompts; NaN"]
+
+
 def test_letters_under_every_space_marker_count_for_the_same_letter() -> None:
     top = [(" A", 0.3), ("\u2581A", 0.1), ("B", 0.05), ("\nB", 0.2), ("\u0120B ", 0.1), ("Answer", 0.2)]
     got = letter_probs(top, ("A", "B"))

@@ -28,6 +28,7 @@ from unsure.shadow import (
     REPO,
     SERVED,
     combination,
+    deep_merge,
     leaf_paths,
     merged_config,
     read_yaml,
@@ -59,7 +60,7 @@ FOLDED = {
 experts, one tokenizer)."""
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def shared() -> Path:
     """The shadow's real tokenizers and SNI files live in ../shared/data."""
     for need in ("tokenizers", "sni", "nltk_data"):
@@ -76,6 +77,14 @@ def _get(tree: Any, path: tuple[str, ...]) -> Any:
     return tree
 
 
+def test_deep_merge_merges_mappings_and_replaces_everything_else() -> None:
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": "x", "e": {"f": 1}}
+    override = {"a": {"c": [3], "g": None}, "e": "flat"}
+    assert deep_merge(base, override) == {"a": {"b": 1, "c": [3], "g": None}, "d": "x", "e": "flat"}
+    assert base == {"a": {"b": 1, "c": [1, 2]}, "d": "x", "e": {"f": 1}}, "the inputs stay as they were"
+
+
+@pytest.mark.usefixtures("shared")
 def test_the_merged_config_is_the_paper_config_except_for_the_override_keys() -> None:
     paper, override, merged = read_yaml(REPO / PAPER), read_yaml(REPO / OVERRIDE), merged_config()
     assert set(override) <= set(Config.model_fields), "the override is a plain partial config"
@@ -93,6 +102,7 @@ def test_the_merged_config_is_the_paper_config_except_for_the_override_keys() ->
     parse_config(merged)
 
 
+@pytest.mark.usefixtures("shared")
 def test_every_paper_model_entry_is_a_cpu_shadow_of_its_own_family() -> None:
     paper, merged = read_yaml(REPO / PAPER), merged_config()
     assert list(merged["models"]) == list(paper["models"])
@@ -119,6 +129,7 @@ def test_every_paper_model_entry_is_a_cpu_shadow_of_its_own_family() -> None:
     }, "every zoo entry of the override is a family some entry uses"
 
 
+@pytest.mark.usefixtures("shared")
 def test_ci_folds_only_entries_of_one_combination_and_keeps_every_study_and_prompting_mode() -> None:
     paper, full = read_yaml(REPO / PAPER), merged_config()
     ci, folds = shadow_config(ci=True)
@@ -154,6 +165,7 @@ def _summary(work: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.workflow
+@pytest.mark.usefixtures("shared")
 def test_the_ci_shadow_run_ends_with_every_table_and_figure_of_every_study(tmp_path: Path) -> None:
     before = time.time()
     work = tmp_path / "shadow"
@@ -183,7 +195,8 @@ def test_the_ci_shadow_run_ends_with_every_table_and_figure_of_every_study(tmp_p
     for model in cfg.studies.riskscores.models:
         assert set(scores.loc[scores["model"] == model, "prompting"]) == {"multiple_choice", "numeric"}, model
     for model, entry in cfg.study_models("nextword").items():
-        modes = cfg.studies.nextword.chat_modes if entry.instruct else [f"t{t:g}" for t in (1.0, 0.5)]
+        nw = cfg.studies.nextword
+        modes = nw.chat_modes if entry.instruct else [f"t{t:g}" for t in nw.temperatures]
         for mode in modes:
             stats = json.loads((results / "nextword" / "samples" / model / f"{mode}_stats.json").read_text())
             assert stats, (model, mode)
@@ -193,7 +206,12 @@ def test_the_ci_shadow_run_ends_with_every_table_and_figure_of_every_study(tmp_p
         assert set(metrics["method"]) == want, model
         assert set(metrics["k"]) == set(cfg.studies.labelbias.shots), model
     confidences = pd.read_parquet(results / "decisionrisk" / "scores" / "confidences" / "anli.parquet")
-    assert {*cfg.studies.decisionrisk.models, cfg.studies.decisionrisk.encoder} <= set(confidences["model"])
+    methods = confidences.groupby("model")["method"].agg(set)
+    assert methods[cfg.studies.decisionrisk.encoder] == {"softmax"}
+    for model, entry in cfg.study_models("decisionrisk").items():
+        # log-likelihoods where the backend has them (a chat API has none), verbal confidences of chat models
+        want = {"loglik"} if entry.backend == "hf" else set()
+        assert methods[model] == want | ({"verbal"} if entry.instruct else set()), model
 
     # nothing was written into the repository's own results/ or resources/
     for top in ("results", "resources"):

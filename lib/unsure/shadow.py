@@ -30,6 +30,7 @@ import copy
 import json
 import os
 import re
+import resource
 import secrets
 import subprocess
 import sys
@@ -268,8 +269,18 @@ def _with_port(cfg: dict[str, Any], port: int) -> None:
 class Outcome:
     returncode: int
     seconds: float
+    """Wall time of the whole command."""
     jobs: int | None
+    """Jobs snakemake ran (the served model's build included)."""
     workdir: Path
+    cpu_seconds: float = 0.0
+    """CPU time of the command, its server and every job (user + system): what the run costs
+    whatever else the machine is doing."""
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def snakemake_command(repo: Path, workdir: Path, *args: str) -> list[str]:
@@ -289,7 +300,8 @@ def snakemake_command(repo: Path, workdir: Path, *args: str) -> list[str]:
     ]
 
 
-_STEPS = re.compile(r"^(\d+) of (\d+) steps \(100%\) done", re.MULTILINE)
+_TOTAL = re.compile(r"^total\s+(\d+)$", re.MULTILINE)
+"""The job count of snakemake's job stats table (printed before the first job)."""
 
 
 def _stream(cmd: list[str], env: Mapping[str, str], log: Path) -> tuple[int, str]:
@@ -325,7 +337,7 @@ def run(
 
     from unsure.engine.openai_server import Server
 
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), _cpu_seconds()
     cfg, folds = shadow_config(repo, ci=ci)
     work = Path(workdir or repo / ".shadow" / ("ci" if ci else "paper")).resolve()
     for forbidden in ("results", "resources"):
@@ -341,6 +353,7 @@ def run(
         env[name] = key  # the fake key exists only in the environment of this run
     cores_args = ["--cores", str(cores) if cores else "all"]
     server = None
+    jobs_before = 0  # the served model's build, when the API models need it
     try:
         wanted = _loopback_port(cfg)
         if wanted is not None and not dry_run:
@@ -366,16 +379,18 @@ def run(
         (work / "shadow-config.yaml").write_text(header + yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
         if server is not None:
             served = f"resources/models/{SERVED}"
-            code, _ = _stream(snakemake_command(repo, work, *cores_args, served), env, log)
+            code, output = _stream(snakemake_command(repo, work, *cores_args, served), env, log)
             if code:
-                return Outcome(code, time.monotonic() - start, None, work)
+                return Outcome(code, time.monotonic() - start, None, work, _cpu_seconds() - cpu_start)
+            built = _TOTAL.search(output)
+            jobs_before = int(built.group(1)) if built else 0
             torch.set_num_threads(1)  # the server's tiny forwards; the jobs have the cores
             server.start(work / served)
         args = [*cores_args, *(["-n"] if dry_run else []), *(extra or []), "all"]
         code, output = _stream(snakemake_command(repo, work, *args), env, log)
-        done = _STEPS.findall(output)
-        jobs = int(done[-1][1]) if done else None
-        return Outcome(code, time.monotonic() - start, jobs, work)
+        total = _TOTAL.search(output)
+        jobs = jobs_before + int(total.group(1)) if total else None
+        return Outcome(code, time.monotonic() - start, jobs, work, _cpu_seconds() - cpu_start)
     finally:
         if server is not None:
             server.close()
@@ -404,7 +419,11 @@ def main(argv: list[str] | None = None) -> int:
     minutes, seconds = divmod(round(outcome.seconds), 60)
     status = "finished" if outcome.returncode == 0 else f"FAILED (snakemake exit code {outcome.returncode})"
     jobs = f"{outcome.jobs} jobs" if outcome.jobs is not None else "job count unknown"
-    print(f"shadow run {status} in {minutes} min {seconds:02d} s, {jobs}; outputs in {outcome.workdir}/results")
+    cpu = round(outcome.cpu_seconds / 60)
+    print(
+        f"shadow run {status} in {minutes} min {seconds:02d} s ({cpu} CPU-minutes), {jobs}; "
+        f"outputs in {outcome.workdir}/results"
+    )
     return outcome.returncode
 
 

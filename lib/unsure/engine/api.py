@@ -154,17 +154,23 @@ class APIEngine:
             if self.chat:
                 raise Unsupported(f"model {self.model_id!r}: a chat API scores single-token options only")
             return self._choices_as_continuations(requests)
-        return self._map(self._choice_probs_one, requests)
+        out = self._map(self._choice_probs_one, requests)
+        missing = [r for r, got in zip(requests, out, strict=True) if np.isnan(got.probs).all()]
+        if missing:  # one line per call, not per prompt (a paper-scale run sends millions)
+            options = sorted({r.options for r in missing})
+            log.warning(
+                "%s: none of the options %s among the top %d reply tokens for %d of %d prompts; NaN",
+                self.model_id,
+                ", ".join(map(str, options)),
+                self.top_logprobs,
+                len(missing),
+                len(requests),
+            )
+        return out
 
     def _choice_probs_one(self, req: ChoiceRequest) -> ChoiceProbs:
         found = letter_probs(self._next_token_top(req.prompt, "choice"), req.options)
         if found is None:
-            log.warning(
-                "%s: none of the options %s among the top %d reply tokens; probabilities are NaN",
-                self.model_id,
-                req.options,
-                self.top_logprobs,
-            )
             return ChoiceProbs(probs=np.full(len(req.options), np.nan), mass=0.0, prefix=None)
         return found
 

@@ -211,7 +211,10 @@ def evidence_figure(evidence: pd.DataFrame, metrics: Sequence[str], title: str) 
     for c, task in enumerate(tasks):
         for r, metric in enumerate(metrics):
             ax = axes[r, c]
-            sns.lineplot(evidence[evidence["task"] == task], x="n_features", y=metric, hue="model", marker="o", ax=ax)
+            # one file per (model, task) concatenated repeats index labels, which seaborn cannot
+            # align once a model's all-NaN values (every answer unparsed) are dropped
+            here = evidence[evidence["task"] == task].reset_index(drop=True)
+            sns.lineplot(here, x="n_features", y=metric, hue="model", marker="o", ax=ax)
             ax.set(xlabel="number of features", ylabel=METRIC_NAMES.get(metric, metric), title=f"{title}: {task}")
     fig.tight_layout()
     return fig
@@ -224,7 +227,8 @@ def figA9(importance: pd.DataFrame) -> Figure:
     if not tasks:
         _empty(axes[0, 0], "no feature-importance analysis configured")
     for ax, task in zip(axes[0], tasks, strict=False):
-        sns.barplot(importance[importance["task"] == task], y="feature", x="auc_drop", hue="model", ax=ax)
+        here = importance[importance["task"] == task].reset_index(drop=True)  # see evidence_figure
+        sns.barplot(here, y="feature", x="auc_drop", hue="model", ax=ax)
         ax.set(xlabel="drop in ROC AUC when permuted", ylabel="", title=f"Feature importance: {task}")
     fig.tight_layout()
     return fig
