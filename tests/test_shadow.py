@@ -11,6 +11,7 @@ paper config runs within CI's budget. The full variant (every entry) is the READ
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -82,6 +83,42 @@ def test_deep_merge_merges_mappings_and_replaces_everything_else() -> None:
     override = {"a": {"c": [3], "g": None}, "e": "flat"}
     assert deep_merge(base, override) == {"a": {"b": 1, "c": [3], "g": None}, "d": "x", "e": "flat"}
     assert base == {"a": {"b": 1, "c": [1, 2]}, "d": "x", "e": {"f": 1}}, "the inputs stay as they were"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_terminated_shadow_run_stops_snakemake_and_every_job(tmp_path: Path) -> None:
+    """A CI timeout killed the shadow command while snakemake went on running jobs against a
+    server that was gone; now its snakemake (here a shell with a job) stops with it."""
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from unsure.shadow import _stream\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))\n"
+        f"_stream(['bash', '-c', 'sleep 300 & echo $! > {tmp_path}/job.pid; sleep 300'], dict(os.environ), "
+        f"Path('{tmp_path}/log'))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    pid_file = tmp_path / "job.pid"
+    for _ in range(200):
+        if pid_file.is_file() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    job = int(pid_file.read_text())
+    assert _alive(job)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    for _ in range(100):
+        if not _alive(job):
+            break
+        time.sleep(0.05)
+    assert not _alive(job), "the job outlived the shadow command"
 
 
 @pytest.mark.usefixtures("shared")

@@ -32,6 +32,7 @@ import os
 import re
 import resource
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -305,21 +306,53 @@ _TOTAL = re.compile(r"^total\s+(\d+)$", re.MULTILINE)
 
 
 def _stream(cmd: list[str], env: Mapping[str, str], log: Path) -> tuple[int, str]:
-    """Run ``cmd``, echoing its output and appending it to ``log``; its code and output."""
+    """Run ``cmd``, echoing its output and appending it to ``log``; its code and output.
+
+    Snakemake runs in a process group of its own: if this command is interrupted or
+    terminated, the group (snakemake and every job it started) is stopped with it rather
+    than left running against a server that is gone.
+    """
     out: list[str] = []
     with (
         open(log, "a", encoding="utf-8") as f,
         subprocess.Popen(
-            cmd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            cmd,
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
         ) as proc,
     ):
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            f.write(line)
-            out.append(line)
-        code = proc.wait()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                f.write(line)
+                out.append(line)
+            code = proc.wait()
+        except BaseException:
+            _stop_group(proc)
+            raise
     return code, "".join(out)
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to ``proc``'s process group (snakemake and its jobs), SIGKILL to what is left after 20 s."""
+    for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            proc.poll()  # reap snakemake, so that only live processes keep the group
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
 
 
 def run(
@@ -409,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="loopback port of the API server (0: a free one)")
     parser.add_argument("-n", "--dry-run", action="store_true", help="write the config and show the jobs only")
     args, extra = parser.parse_known_args(argv)
+    # terminated (a CI timeout, scancel, kill): unwind, so that snakemake's group is stopped too
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         outcome = run(
             ci=args.ci, cores=args.cores, workdir=args.workdir, port=args.port, dry_run=args.dry_run, extra=extra
