@@ -28,6 +28,7 @@ include: "workflow/rules/riskscores.smk"
 include: "workflow/rules/nextword.smk"
 include: "workflow/rules/decisionrisk.smk"
 include: "workflow/rules/labelbias.smk"
+include: "workflow/rules/provenance.smk"
 
 
 rule all:
@@ -40,3 +41,4 @@ rule all:
         rules.nextword_all.input,
         rules.decisionrisk_all.input,
         rules.labelbias_all.input,
+        expand("results/{study}/provenance.json", study=STUDIES),

@@ -1,16 +1,26 @@
-"""Engine throughput against folktexts and lm-evaluation-harness on the same model and inputs.
+"""Engine throughput against its peers, each run as its users run it, on the same model.
 
-    .venv/bin/python bench/engine.py [--rows 64] [--hidden 512] [--layers 4]
+    .venv/bin/python bench/engine.py [--rows 64] [--hidden 512] [--layers 4] [--samples 200]
 
-Builds a Llama-style model locally (32k-token vocabulary, zoo tokenizer), then
-times, on identical inputs: multiple-choice risk scores (folktexts'
-``query_model_batch`` + answer decoding vs ``HFEngine.choice_probs``, both
-option orders) and continuation scoring with 8 demonstrations and 2-10 labels
-(``lm_eval`` HFLM ``loglikelihood`` vs ``HFEngine.continuation_scores``).
-Model FLOP utilisation = 2 x non-embedding parameters x tokens/s over the
-matmul FLOP/s measured here, in this run (the input embedding is a lookup and
-the engine applies the output projection only where it reads a prediction, so
-counting them per token would overstate the work). Prints a Markdown table.
+Builds a Llama-style model locally (32k-token vocabulary, zoo tokenizer) and times,
+in one run, three workloads on identical inputs:
+
+- **risk scores**: folktexts' ``TransformersLLMClassifier.predict_proba`` (its own
+  prompts, both option orders, batch 16) on ACS rows, against the riskscores
+  scorer under ``protocol: paper`` (the same prompt strings, checked here) on
+  ``HFEngine.choice_probs``;
+- **label scores**: lm-evaluation-harness ``HFLM.loglikelihood`` on SNI-style
+  prompts (8 demonstrations, 2-10 labels) against ``HFEngine.continuation_scores``;
+- **word sampling**: HF ``generate(do_sample=True, num_return_sequences=n)``
+  reduced to first words (as the nextword reference code does) against
+  ``HFEngine.sample_words``, with a chi-square test that the two word
+  distributions are the same.
+
+Model FLOP utilisation = 2 x non-embedding parameters x tokens/s over the matmul
+FLOP/s measured in this run (the engine applies the output projection only where
+it reads a prediction, so counting it per token would overstate the work).
+Prints Markdown tables: the peers as their users run them, then the project's
+own prompts (generated sentences of uneven length).
 """
 
 from __future__ import annotations
@@ -18,17 +28,28 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from unsure import zoo
 from unsure.config import ZooModel
-from unsure.engine import ChoiceRequest, ContinuationRequest
+from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest
 from unsure.engine.hf import HFEngine
+from unsure.engine.words import first_word
+from unsure.generate.acs import write_data_dictionary, write_state_zip
 from unsure.generate.text import sentences
+from unsure.riskscores.dictionary import read_dictionary
+from unsure.riskscores.prompts import build_prompt, row_texts
+from unsure.riskscores.scoring import make_scorer
+from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip, task_rows
+
+REAL_DICTIONARY = Path(__file__).resolve().parents[2] / "shared/data/acs/PUMS_Data_Dictionary_2014-2018.csv"
+"""folktexts' value words are this file's; the generated dictionary stands in without ../shared."""
 
 
 def build_model(root: Path, hidden: int, layers: int) -> Path:
@@ -62,20 +83,48 @@ def matmul_flops() -> float:
     return 2 * 2048**3 * n / (time.perf_counter() - start)
 
 
-def risk_prompts(n: int) -> list[str]:
-    text = sentences(n * 12, seed=1)
-    out = []
-    for i in range(n):
-        features = "\n".join(f"- {s}" for s in text[i * 12 : i * 12 + 10])
-        for a, b in (("Yes", "No"), ("No", "Yes")):
-            out.append(
-                "The following data describes a survey respondent.\n"
-                f"{features}\nQuestion: Is the income above 50,000 dollars?\nA. {a}.\nB. {b}.\nAnswer:"
-            )
-    return out
+def acs_rows(root: Path, n: int) -> tuple[pd.DataFrame, pd.Series]:
+    """ACSIncome evaluation rows (raw Census columns) and their feature text in folktexts' words."""
+    write_state_zip(root / "ca.zip", state="CA", year=2018, n_rows=max(400, 4 * n), seed=5)
+    if REAL_DICTIONARY.is_file():
+        dictionary = read_dictionary(REAL_DICTIONARY)
+    else:
+        write_data_dictionary(root / "dict.csv", year=2018)
+        dictionary = read_dictionary(root / "dict.csv")
+    task = FOLKTABLES["ACSIncome"]
+    rows = task_rows(read_person_zip(root / "ca.zip", list(BASE_COLUMNS)), task, n_train=0, n_eval=n, seed=0)
+    return rows, row_texts(rows, task.features, dictionary, "paper")
 
 
-def demo_requests(n: int) -> list[tuple[str, tuple[str, ...]]]:
+def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float, float, int, float, bool]:
+    """(folktexts rows/s, engine rows/s, engine tokens, max |score difference|, prompts equal)."""
+    from folktexts.acs.acs_tasks import acs_income_task
+    from folktexts.classifier.transformers_classifier import TransformersLLMClassifier
+    from folktexts.llm_utils import load_model_tokenizer
+    from folktexts.prompting import encode_row_prompt
+
+    rows, text = acs_rows(root, n)
+    task = FOLKTABLES["ACSIncome"]
+    first = rows.iloc[0]
+    same = build_prompt(task, text.iloc[0], "multiple_choice", 0, year=2018, protocol="paper") == encode_row_prompt(
+        first, acs_income_task, question=acs_income_task.multiple_choice_qa
+    )
+    model, tok = load_model_tokenizer(path)
+    peer = TransformersLLMClassifier(
+        model, tok, acs_income_task, correct_order_bias=True, batch_size=16, context_size=2048
+    )
+    start = time.perf_counter()
+    theirs = peer.predict_proba(rows[list(task.features)])[:, 1]
+    t_peer = time.perf_counter() - start
+    scored = rows.assign(text=text.to_numpy())
+    score = make_scorer(engine, task, "multiple_choice", year=2018, instruct=False, both_orders=True, protocol="paper")
+    start, tokens0 = time.perf_counter(), engine.counters.tokens
+    ours = score(scored)["p_hat"].to_numpy()
+    t_ours = time.perf_counter() - start
+    return n / t_peer, n / t_ours, engine.counters.tokens - tokens0, float(np.abs(ours - theirs).max()), same
+
+
+def sni_requests(n: int) -> list[tuple[str, tuple[str, ...]]]:
     text = sentences(n * 20, seed=2)
     rng = np.random.default_rng(0)
     labels = ["yes", "no", "maybe", "positive", "negative", "neutral", "A", "B", "C", "D"]
@@ -92,56 +141,132 @@ def demo_requests(n: int) -> list[tuple[str, tuple[str, ...]]]:
     return reqs
 
 
+def label_scores(path: str, engine: HFEngine, n: int) -> tuple[float, float, int, float]:
+    """(lm-eval requests/s, engine requests/s, engine tokens, max |log-likelihood difference|)."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    reqs = sni_requests(n)
+    harness = HFLM(pretrained=path, device="cpu", dtype="float32", batch_size=16, add_bos_token=True)
+    inst = [Instance("loglikelihood", {}, (c, k), i) for i, (c, ks) in enumerate(reqs) for k in ks]
+    start = time.perf_counter()
+    theirs = [ll for ll, _ in harness.loglikelihood(inst, disable_tqdm=True)]
+    t_peer = time.perf_counter() - start
+    start, tokens0 = time.perf_counter(), engine.counters.tokens
+    ours = [
+        float(v) for r in engine.continuation_scores([ContinuationRequest(c, ks) for c, ks in reqs]) for v in r.logprob
+    ]
+    t_ours = time.perf_counter() - start
+    return n / t_peer, n / t_ours, engine.counters.tokens - tokens0, float(np.abs(np.subtract(ours, theirs)).max())
+
+
+def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[float, float, int, float]:
+    """(HF generate words/s, engine words/s, engine tokens, chi-square p-value of equal word distributions)."""
+    from scipy.stats import chi2_contingency
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    prompts = [" ".join(s.split()[:6]) for s in sentences(contexts, seed=3)]
+    theirs: Counter[str] = Counter()
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    for prompt in prompts:  # the reference code's loop: one generate call per context, n return sequences
+        ids = tok(prompt, return_tensors="pt")
+        with torch.inference_mode():
+            out = model.generate(
+                **ids, do_sample=True, num_return_sequences=n, max_new_tokens=6, top_k=0, pad_token_id=tok.eos_token_id
+            )
+        for seq in tok.batch_decode(out[:, ids["input_ids"].shape[1] :], skip_special_tokens=True):
+            word, _ = first_word(seq, finished=True)
+            theirs[f"{prompt}|{word}"] += 1
+    t_peer = time.perf_counter() - start
+    start, tokens0 = time.perf_counter(), engine.counters.tokens
+    results = engine.sample_words(
+        [WordSamplingRequest(p, n=n, seed=i, max_new_tokens=6) for i, p in enumerate(prompts)]
+    )
+    t_ours = time.perf_counter() - start
+    ours: Counter[str] = Counter()
+    for prompt, res in zip(prompts, results, strict=True):
+        for word in res.words:
+            ours[f"{prompt}|{word}"] += 1
+        ours[f"{prompt}|None"] += res.rejected
+    pvalues = []
+    for prompt in prompts:  # per context, words seen at least 5 times in all, the rest pooled
+        keys = sorted({k for k in theirs | ours if k.startswith(prompt + "|")})
+        table = np.array([[theirs[k], ours[k]] for k in keys], dtype=float)
+        big = table.sum(axis=1) >= 5
+        table = np.vstack([table[big], table[~big].sum(axis=0, keepdims=True)])
+        table = table[table.sum(axis=1) > 0]
+        if len(table) > 1:
+            pvalues.append(chi2_contingency(table)[1])
+    words = contexts * n
+    return words / t_peer, words / t_ours, engine.counters.tokens - tokens0, float(np.min(pvalues) * len(pvalues))
+
+
+def own_prompts(engine: HFEngine, n: int) -> list[tuple[str, float, int]]:
+    """The project's generated prompts (uneven lengths): (workload, rows/s, tokens)."""
+    text = sentences(n * 12, seed=1)
+    prompts = []
+    for i in range(n):
+        features = "\n".join(f"- {s}" for s in text[i * 12 : i * 12 + 10])
+        for a, b in (("Yes", "No"), ("No", "Yes")):
+            prompts.append(
+                "The following data describes a survey respondent.\n"
+                f"{features}\nQuestion: Is the income above 50,000 dollars?\nA. {a}.\nB. {b}.\nAnswer:"
+            )
+    start, tokens0 = time.perf_counter(), engine.counters.tokens
+    engine.choice_probs([ChoiceRequest(p, ("A", "B")) for p in prompts])
+    return [
+        (
+            "generated risk prompts, both orders (rows/s)",
+            n / (time.perf_counter() - start),
+            engine.counters.tokens - tokens0,
+        )
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--contexts", type=int, default=8, help="word sampling: contexts")
+    parser.add_argument("--samples", type=int, default=200, help="word sampling: samples per context")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(build_model(Path(tmp), args.hidden, args.layers))
+        root = Path(tmp)
+        path = str(build_model(root, args.hidden, args.layers))
         engine = HFEngine(path, dtype="float32")
         params = sum(p.numel() for p in engine.model.parameters())
         embedding = engine.model.get_input_embeddings().weight.numel()
         dense = params - embedding - engine.model.get_output_embeddings().weight.numel()
         peak = matmul_flops()
-        rows = []
 
-        from folktexts.llm_utils import load_model_tokenizer, query_model_batch
+        def mfu(tokens: int, rate: float, n: int) -> str:
+            return f"{2 * dense * tokens * rate / n / peak:.0%}"
 
-        prompts = risk_prompts(args.rows)
-        model, tok = load_model_tokenizer(path)
-        start = time.perf_counter()
-        for i in range(0, len(prompts), 16):
-            query_model_batch(prompts[i : i + 16], model, tok, context_size=2048)
-        t_f = time.perf_counter() - start
-        start, tokens0 = time.perf_counter(), engine.counters.tokens
-        engine.choice_probs([ChoiceRequest(p, ("A", "B")) for p in prompts])
-        t_e = time.perf_counter() - start
-        tok_e = engine.counters.tokens - tokens0
-        rows.append(("risk scores (rows/s)", args.rows / t_f, args.rows / t_e, tok_e / t_e))
-
-        from lm_eval.api.instance import Instance
-        from lm_eval.models.huggingface import HFLM
-
-        reqs = demo_requests(args.rows)
-        harness = HFLM(pretrained=path, device="cpu", dtype="float32", batch_size=16, add_bos_token=True)
-        inst = [Instance("loglikelihood", {}, (c, k), i) for i, (c, ks) in enumerate(reqs) for k in ks]
-        start = time.perf_counter()
-        harness.loglikelihood(inst, disable_tqdm=True)
-        t_h = time.perf_counter() - start
-        start, tokens0 = time.perf_counter(), engine.counters.tokens
-        engine.continuation_scores([ContinuationRequest(c, ks) for c, ks in reqs])
-        t_e = time.perf_counter() - start
-        tok_e = engine.counters.tokens - tokens0
-        rows.append(("continuations, 8 demos, 2-10 labels (requests/s)", args.rows / t_h, args.rows / t_e, tok_e / t_e))
+        peers = []
+        f, e, tokens, diff, same = risk_scores(path, engine, root, args.rows)
+        peers.append(("risk scores, ACSIncome (rows/s)", "folktexts predict_proba", f, e, mfu(tokens, e, args.rows),
+                      f"max abs diff {diff:.1e}; prompts equal: {same}"))  # fmt: skip
+        f, e, tokens, diff = label_scores(path, engine, args.rows)
+        peers.append(("label scores, 8 demos, 2-10 labels (requests/s)", "lm-eval loglikelihood", f, e,
+                      mfu(tokens, e, args.rows), f"max abs diff {diff:.1e}"))  # fmt: skip
+        f, e, tokens, p = word_sampling(path, engine, args.contexts, args.samples)
+        words = args.contexts * args.samples
+        peers.append(("first-word sampling (words/s)", "HF generate", f, e, mfu(tokens, e, words),
+                      f"chi-square p (Bonferroni) {min(p, 1.0):.2f}"))  # fmt: skip
+        own = own_prompts(engine, args.rows)
 
     print(f"model: Llama, {params / 1e6:.1f}M parameters ({dense / 1e6:.1f}M non-embedding), 32k vocabulary")
     print(f"matmul peak measured here: {peak / 1e9:.1f} GFLOP/s, {torch.get_num_threads()} threads\n")
-    print("| workload | peer | engine | ratio | engine tokens/s | engine MFU |")
-    print("|---|---|---|---|---|---|")
-    for name, peer, ours, tps in rows:
-        print(f"| {name} | {peer:.2f} | {ours:.2f} | {ours / peer:.1f}x | {tps:.0f} | {2 * dense * tps / peak:.0%} |")
+    print("| workload | peer | peer rate | engine rate | ratio | engine MFU | agreement |")
+    print("|---|---|---|---|---|---|---|")
+    for name, peer, theirs, ours, util, agree in peers:
+        print(f"| {name} | {peer} | {theirs:.2f} | {ours:.2f} | {ours / theirs:.1f}x | {util} | {agree} |")
+    print("\n| project prompts | engine rate | engine MFU |\n|---|---|---|")
+    for name, rate, tokens in own:
+        print(f"| {name} | {rate:.2f} | {mfu(tokens, rate, args.rows)} |")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ from unsure.nextword.data import read_norms, read_samples
 from unsure.riskscores.dictionary import read_dictionary
 from unsure.riskscores.metrics import UndefinedMetricWarning
 from unsure.riskscores.tables import metrics_frame
-from unsure.riskscores.tasks import read_person_zip
+from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip, task_rows
 from unsure.riskscores.text import UnmappedCode
 from unsure.subgroups.features import read_and_prepare
 from unsure.subgroups.schema import InputError
@@ -186,6 +186,17 @@ def _rezip_without(src: Path, dest: Path, column: str) -> Path:
         frame = pd.read_csv(zf.open(member), dtype=str)
     with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(member, frame.drop(columns=column).to_csv(index=False))
+    return dest
+
+
+def _rezip_with_text_cell(src: Path, dest: Path, column: str, row: int, text: str) -> Path:
+    """A copy of a Census zip with ``text`` in ``column`` of record ``row`` (0-based)."""
+    with zipfile.ZipFile(src) as zf:
+        (member,) = zf.namelist()
+        frame = pd.read_csv(zf.open(member), dtype=str)
+    frame.loc[row, column] = text
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(member, frame.to_csv(index=False))
     return dest
 
 
@@ -414,6 +425,21 @@ CASES = [
          lambda k, t: _load(t, lambda c: c["studies"]["riskscores"].update(
              custom_tasks={"ACSIncome": {"based_on": "ACSIncome", "filters": ["ST=6"]}})),
          ("custom_tasks: ACSIncome is a folktables task name",), ConfigError),
+    Case("empty-model-list",
+         lambda k, t: _load(t, lambda c: c["studies"]["decisionrisk"].update(models=[])),
+         ("studies.decisionrisk.models: empty; the study needs at least one model",), ConfigError),
+    Case("empty-task-list",
+         lambda k, t: _load(t, lambda c: c["studies"]["riskscores"].update(tasks=[])),
+         ("config key studies.riskscores.tasks", "at least 1 item"), ConfigError),
+    Case("empty-temperature-list",
+         lambda k, t: _load(t, lambda c: c["studies"]["nextword"].update(temperatures=[])),
+         ("config key studies.nextword.temperatures", "at least 1 item"), ConfigError),
+    Case("sample-sizes-above-the-samples",
+         lambda k, t: _load(t, lambda c: c["studies"]["nextword"].update(n_samples=10, sample_sizes=[5, 40])),
+         ("studies.nextword", "sample_sizes: 40 is above n_samples (10)"), ConfigError),
+    Case("api-settings-on-a-local-model",
+         lambda k, t: _load(t, lambda c: c["models"]["tiny-gpt2"].update(timeout_s=5)),
+         ("config key models.tiny-gpt2", "timeout_s: only for backend 'openai'"), ConfigError),
     Case("mirror-without-download",
          lambda k, t: _load(t, lambda c: c["data"]["provo"].update(mirror="http://mirror.example/provo")),
          ("config key data.provo", "mirror is only used by source 'download'"), ConfigError),
@@ -422,6 +448,14 @@ CASES = [
          lambda k, t: read_person_zip(
              _rezip_without(k.acs[0], t / "csv_pca.zip", "PINCP"), ["AGEP", "PINCP"]),
          ("csv_pca.zip: the person file lacks column(s) PINCP",)),
+    Case("acs-non-numeric-cell",
+         lambda k, t: read_person_zip(
+             _rezip_with_text_cell(k.acs[0], t / "csv_pca.zip", "AGEP", 6, "forty"), ["AGEP", "PINCP"]),
+         ("csv_pca.zip: column AGEP holds 1 non-numeric cell(s), the first 'forty' on line 8",)),
+    Case("acs-n-eval-takes-the-whole-population",
+         lambda k, t: task_rows(read_person_zip(k.acs[0], list(BASE_COLUMNS)), FOLKTABLES["ACSIncome"],
+                                n_train=100, n_eval=10**6, seed=0),
+         ("task ACSIncome: studies.riskscores.n_eval (1000000) takes the whole population", "lower n_eval")),
     Case("acs-zip-is-an-html-page",
          lambda k, t: read_person_zip(
              _write(t / "csv_pca.zip", HTML), ["AGEP"]),
@@ -501,6 +535,8 @@ CASES = [
          ("permutation importance: AUC is undefined (every label is 0)",), None, UndefinedMetricWarning,
          lambda m: bool(m["auc_drop"].isna().all() and list(m["feature"]) == ["AGEP", "SEX"])),
     # ---------------------------------------------------------------- tokenizers and models
+    Case("local-model-path-that-does-not-exist", lambda k, t: _engine(t / "resources" / "models" / "gone"),
+         ("resources/models/gone': no such local folder", "hub id has the form 'org/name'"), FileNotFoundError),
     Case("tokenizer-without-digit-tokens", lambda k, t: _engine(k.letters_model).numeric(["answer 0."]),
          ("letters: the vocabulary has no digit tokens for numeric answers",)),
     Case("tokenizer-cannot-spell-the-options", lambda k, t: _choice(k.letters_model, ("1", "2")),
@@ -731,3 +767,18 @@ def test_a_failed_download_leaves_no_file_and_a_rerun_fetches_it(
     assert target.read_bytes() == _Mirror.body
     with zipfile.ZipFile(io.BytesIO(target.read_bytes())) as zf:
         assert zf.testzip() is None
+
+
+@pytest.mark.workflow
+def test_the_workflow_rejects_a_model_key_given_twice(checkout: Path) -> None:
+    """Snakemake's own YAML loader keeps the last of two equal keys: ``tiny-llama`` ran on
+    GPT-2's weights. The workflow reads every config file again with the project's loader."""
+    lines = (REPO / "config" / "demo.yaml").read_text(encoding="utf-8").splitlines(keepends=True)
+    at = lines.index("models:\n") + 1
+    name = lines[at].split(":")[0].strip()
+    doubled = [*lines[: at + 1], lines[at + 1].replace(lines[at + 1].split(":")[0].strip(), name, 1), *lines[at + 2 :]]
+    (checkout / "doubled.yaml").write_text("".join(doubled), encoding="utf-8")
+    result = snakemake("-n", "--configfile", "doubled.yaml", cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"key {name!r} is given twice" in out and "doubled.yaml" in out and f"line {at + 2}" in out, out

@@ -219,3 +219,20 @@ def test_risk_coverage_figure_draws_achievable_points_only() -> None:
     assert (0.25, 0.75, 1.0) in xs  # the ranked rule: the three achievable coverages
     notes = [t.get_text() for ax in fig.axes for t in ax.texts if "no curves" in t.get_text()]
     assert len(notes) == 2  # enc on siqa and chat on piqa have no curves
+
+
+def test_panel_of_unparseable_chat_replies_says_why() -> None:
+    """A chat model whose replies could not be parsed has curves from uniform confidences: its panel says so."""
+    from unsure.decisionrisk.evaluate import unparsed_notes
+    from unsure.decisionrisk.plots import risk_coverage_figure
+
+    scores = pd.DataFrame(
+        {"row_id": ["a", "b", "c"], "loglik": [None] * 3, "verbal": [[0.5, 0.5]] * 3, "parsed": [False] * 3}
+    )
+    notes = unparsed_notes({"piqa": generative_confidences("chat", scores)})
+    assert list(notes) == [("chat (verbal)", "piqa")] and notes[("chat (verbal)", "piqa")].startswith("all 3 replies")
+    curve = risk_coverage([0.9, 0.5, 0.1], [1, 0, 1]).assign(rule="DwD (WQ)", benchmark="piqa")
+    curves = pd.concat([curve.assign(model="chat (verbal)"), curve.assign(model="enc (softmax)")], ignore_index=True)
+    fig = risk_coverage_figure(curves, notes)
+    texts = [t.get_text() for ax in fig.axes for t in [*ax.texts, ax.title]]
+    assert sum("unparseable" in t for t in texts) == 1

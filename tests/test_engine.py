@@ -134,3 +134,27 @@ def test_numeric_answer_is_greedy_over_digits(tiny_models: dict[str, Path]) -> N
         text += engine.tokenizer.convert_ids_to_tokens(best)
     assert value == float("0." + text)
     assert 0 <= value < 1
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_option_orders_share_their_prefix_and_score_as_if_alone(tiny_models: dict[str, Path], family: str) -> None:
+    """The two option orders of one row differ only in their last tokens: they go in one packed
+    sequence, the features encoded once, with the numbers of separate sequences."""
+    engine = HFEngine(str(tiny_models[family]), device="cpu")
+    features = [f"- The age is {20 + i} years.\n- The occupation is baker number {i}.\n" * 3 for i in range(5)]
+    prompts = [
+        f"Data:\n{f}Question: Is the income high?\nA. {a}.\nB. {b}.\nAnswer:"
+        for f in features
+        for a, b in (("Yes", "No"), ("No", "Yes"))
+    ]
+    prompts.append("A short prompt unlike the others. Answer:")
+    requests = [ChoiceRequest(p, ("A", "B")) for p in prompts]
+    before = engine.counters.tokens
+    together = engine.choice_probs(requests)
+    packed_tokens = engine.counters.tokens - before
+    alone = [engine.choice_probs([r])[0] for r in requests]
+    separate_tokens = engine.counters.tokens - before - packed_tokens
+    for t, a in zip(together, alone, strict=True):
+        np.testing.assert_allclose(t.probs, a.probs, atol=1e-5)
+        assert t.mass == pytest.approx(a.mass, abs=1e-5) and t.prefix == a.prefix
+    assert packed_tokens < 0.7 * separate_tokens, (packed_tokens, separate_tokens)

@@ -4,8 +4,10 @@ never leaves the environment."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +54,8 @@ def api_key(monkeypatch: pytest.MonkeyPatch, servers: dict[str, Server]) -> None
         server.with_logprobs = True
         server.replies.clear()
         server.requests.clear()
+        server.raw.clear()
+        server.delay_s = 0.0
 
 
 def api(server: Server, *, chat: bool, **kwargs: object) -> APIEngine:
@@ -243,3 +247,76 @@ def test_the_key_comes_only_from_the_environment_and_is_never_logged(
     with pytest.raises(ValueError, match=f"environment variable {ENV}, which is not set"):
         api(server, chat=True)
     assert KEY not in caplog.text and "sk-wrong-key-also-secret" not in caplog.text
+
+
+def _envelope(choices: object) -> bytes:
+    reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "local", "choices": choices}
+    return json.dumps(reply).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (_envelope([]), r"asked for 1 choices and got 0"),
+        (b"<html>Bad gateway</html>", r"malformed reply|no list but str"),
+        (b'{"choices": [{"index": 0', r"malformed reply to a reply request \(JSONDecodeError"),
+        (_envelope([{"index": 0}]), r"malformed reply to a reply request \(AttributeError"),
+        (
+            _envelope([{"index": 0, "message": {"role": "assistant", "content": 7}, "finish_reason": "stop"}]),
+            r"malformed reply to a reply request \(TypeError: reply text is a int",
+        ),
+        (_envelope("none"), r"no list but str"),
+    ],
+)
+def test_a_malformed_or_short_reply_is_a_clear_error_naming_model_and_endpoint(
+    servers: dict[str, Server], body: bytes, problem: str
+) -> None:
+    """Fault-tester cases: ``choices: []`` completed the job with 0 samples, and broken bodies raised
+    TypeError/JSONDecodeError/AttributeError from deep inside the reply parsing."""
+    server = servers["fixed"]
+    server.raw.append((200, body))
+    with pytest.raises(APIResponseError, match=problem) as err:
+        api(server, chat=True).generate(["hello"])
+    assert f"'local' at {server.base_url}" in str(err.value)
+
+
+def test_fewer_samples_than_asked_is_an_error_not_a_short_sample(servers: dict[str, Server]) -> None:
+    server = servers["fixed"]
+    one = {"index": 0, "message": {"role": "assistant", "content": "the cat"}, "finish_reason": "stop"}
+    server.raw.append((200, _envelope([one] * 3)))
+    with pytest.raises(APIResponseError, match="asked for 5 choices and got 3"):
+        api(server, chat=True).sample_words([WordSamplingRequest("a", n=5, seed=0)])
+
+
+def test_a_hanging_endpoint_fails_after_the_configured_timeout(servers: dict[str, Server]) -> None:
+    """A hanging endpoint took 861 s per request to fail; the entry's ``timeout_s`` and
+    ``max_retries`` now bound it."""
+    server = servers["fixed"]
+    server.delay_s = 2.0
+    entry = Model(id="local", backend="openai", base_url=server.base_url, api_key_env=ENV, instruct=True, gpus=0,
+                  timeout_s=0.3, max_retries=1)  # fmt: skip
+    start = time.monotonic()
+    with pytest.raises(APIResponseError, match=r"no reply within 0.3 s, 2 times.*timeout_s or max_retries"):
+        load_engine(entry).generate(["hello"])
+    assert time.monotonic() - start < 10
+
+
+def test_an_error_body_echoing_the_key_is_redacted(
+    servers: dict[str, Server], caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    server = servers["fixed"]
+    caplog.set_level(logging.DEBUG)
+    echo = {"error": {"message": f"key Bearer {KEY} may not use model 'local'", "type": "forbidden"}}
+    server.raw.append((403, json.dumps(echo).encode()))
+    with pytest.raises(APIResponseError, match="HTTP 403") as err:
+        api(server, chat=True).generate(["hello"])
+    assert KEY not in str(err.value) and "[API key redacted]" in str(err.value)
+    out, errout = capfd.readouterr()
+    assert KEY not in caplog.text + out + errout
+
+
+def test_api_settings_are_only_for_api_models() -> None:
+    with pytest.raises(ValueError, match="timeout_s: only for backend 'openai'"):
+        Model(id="gpt2", timeout_s=5)
+    entry = Model(id="gpt2")
+    assert Model.model_validate(entry.model_dump()) == entry, "a dumped entry (a rule's params) loads again"

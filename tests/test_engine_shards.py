@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -167,3 +168,61 @@ def test_stale_chunks_are_not_reused(tiny_models: dict[str, Path], rows: Path, t
     result = run_shard(frame, score, out, shard=0, n_shards=1, chunk_rows=4, fingerprint={"model": "this"})
     assert sum(calls) == 40
     assert (result["lp"] != 0.0).all()
+
+
+def test_weights_rebuilt_at_the_same_path_are_never_mixed_into_a_resumed_shard(rows: Path, tmp_path: Path) -> None:
+    """A fault tester killed a shard after 4 of 10 chunks, rebuilt the model at the same path
+    with another zoo seed and reran: 40 of 100 rows kept the old model's scores, because the
+    fingerprint covered the config entry and not the weights."""
+    from unsure import zoo
+    from unsure.config import Model, ZooModel
+
+    frame = pd.read_parquet(rows)
+    spec = ZooModel(architecture="gpt2", vocab_size=400, hidden_size=32, layers=1, heads=2)
+    texts = zoo.training_texts(seed=0, n_sentences=500)
+    path = tmp_path / "resources" / "models" / "m"
+    entry = Model(id=str(path), gpus=0)
+    out = tmp_path / "s.parquet"
+
+    def scorer(stop_after: int | None) -> Callable[[pd.DataFrame], pd.DataFrame]:
+        engine, done = HFEngine(str(path)), []
+
+        def score(chunk: pd.DataFrame) -> pd.DataFrame:
+            if stop_after is not None and len(done) == stop_after:
+                raise KeyboardInterrupt("killed")
+            done.append(1)
+            return yes_no(engine, chunk)
+
+        return score
+
+    zoo.build("m", spec, texts, path, zoo_seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        run_shard(frame, scorer(4), out, shard=0, n_shards=1, chunk_rows=4, fingerprint={"m": "same"}, model=entry)
+    assert len(list(out.with_name(out.name + ".chunks").glob("chunk-*.parquet"))) == 4
+
+    zoo.build("m", spec, texts, path, zoo_seed=1)  # other weights, same path, same entry
+    resumed = run_shard(frame, scorer(None), out, shard=0, n_shards=1, chunk_rows=4, fingerprint={"m": "same"},
+                        model=entry)  # fmt: skip
+    fresh = run_shard(frame, scorer(None), tmp_path / "fresh.parquet", shard=0, n_shards=1, chunk_rows=4,
+                      fingerprint={"m": "same"}, model=entry)  # fmt: skip
+    pd.testing.assert_frame_equal(resumed, fresh)
+
+
+def test_a_second_process_on_a_running_shard_fails_at_once_naming_the_first(
+    tiny_models: dict[str, Path], rows: Path, tmp_path: Path
+) -> None:
+    """After SIGKILL of a local controller its job ran on, and the rerun scored the same shard
+    beside it; now the rerun's job stops at once and says which process holds the shard."""
+    out = tmp_path / "s.parquet"
+    chunks = out.with_name(out.name + ".chunks")
+    first = run(tiny_models["gpt2"], rows, out, 0, 1, delay=1.5)  # 10 chunks: 15 s, the second starts in ~5
+    deadline = time.time() + 120
+    while not list(chunks.glob("chunk-*.parquet")) and time.time() < deadline:
+        time.sleep(0.05)
+    second = run(tiny_models["gpt2"], rows, out, 0, 1)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode != 0
+    assert f"this shard is being scored by process {first.pid}" in err.decode()
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err.decode()
+    assert len(pd.read_parquet(out)) == 40 and not chunks.exists()

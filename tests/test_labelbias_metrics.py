@@ -147,3 +147,10 @@ def test_both_scorings_flow_into_metrics_and_the_reproduction_ledger() -> None:
     assert {"label_scoring", "macro_f1", "semantically_equivalent_subset", "dc_inputs", "empty_input"} <= set(
         ledger["difference"]
     )
+    # what changes the prompts or the fine-tuning is named, with the variant this run used
+    notes = ledger.set_index("difference")["note"]
+    assert (
+        notes["prompt_limit"].startswith("this run scored the paper variant")
+        and "2,000 tokens" in notes["prompt_limit"]
+    )
+    assert "EOS" in notes["lora_targets"] and "wrapping round the pool" in notes["lora_examples"]

@@ -206,3 +206,29 @@ def test_item_scorer_carries_both_scorings_and_eos_leaves_the_label_scores_uncha
     np.testing.assert_allclose(with_eos.logprob, plain_scores.logprob, atol=1e-6)
     assert (with_eos.n_tokens == plain_scores.n_tokens).all() and plain_scores.eos_logprob is None
     assert with_eos.eos_logprob is not None and (with_eos.eos_logprob < 0).all()
+
+
+def test_paper_lora_targets_end_in_eos_under_the_fitted_evaluation_context(tiny_models: dict[str, Path]) -> None:
+    """The authors train on ``prompt + ' ' + label + EOS`` with the loss on label and EOS; ours
+    (corrected) on `` label`` alone. Both train under the context the items are scored in."""
+    from unsure.engine.lora import IGNORE, encode_examples
+    from unsure.labelbias.finetune import lora_examples
+    from unsure.labelbias.scoring import prompt_fit
+
+    engine = HFEngine(str(tiny_models["llama"]))
+    eos_id = engine.tokenizer.eos_token_id
+    pool = POOL * 3
+    fit = prompt_fit(engine, 40)  # small enough to drop demonstrations
+    task = TaskPrompting(TASK.definition, LABELS, pool)
+    paper = lora_examples(task, k=2, s=0, n_train=4, paper=True, fit=fit, eos=engine.tokenizer.eos_token)
+    ours = lora_examples(task, k=2, s=0, n_train=4)
+    train = prompts.training_examples(pool, 2, 0, 4)
+    for (context, target), (x, y) in zip(paper, train, strict=True):
+        assert context == prompts.item_context(TASK.definition, pool, x, 2, 0, paper=True, fit=fit)
+        ids, labels = encode_examples(engine, [(context, target)])[0]
+        assert ids[-1] == eos_id and labels[-1] == eos_id
+        assert [t for t in labels if t != IGNORE] == engine.split_pair(context, " " + y)[1] + [eos_id]
+    for context, target in ours:
+        ids, labels = encode_examples(engine, [(context, target)])[0]
+        assert eos_id not in labels and context.count("Output:") == 3
+    assert any(context.count("Output:") < 3 for context, _ in paper)  # the limit dropped demonstrations

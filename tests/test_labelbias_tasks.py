@@ -343,3 +343,92 @@ def test_task_table_markdown_keeps_the_labels_in_one_cell(tmp_path: Path) -> Non
     rows = [line for line in (tmp_path / "tasks.md").read_text().splitlines() if line.startswith("|")]
     cells = {len([c for c in re.split(r"(?<!\\)\|", line)]) for line in rows}
     assert cells == {4}  # two cells per row: task, labels
+
+
+def _authors_source(tok: object, definition: str, demos: list[tuple[str, str]], query: str, limit: int) -> str:
+    """The authors' collator, written from its description: definition, then demonstrations while
+    ``definition + ' '.join(kept) + next + input`` is at most ``limit`` tokens (stop at the first that
+    is not), then the input; a source still over the limit keeps its first ``limit`` tokens, decoded
+    without special tokens."""
+    import string as _string
+
+    def stop(text: str) -> str:
+        return text if text[-1] in _string.punctuation else text + "."
+
+    def n(text: str) -> int:
+        return len(tok(text)["input_ids"])  # type: ignore[operator]
+
+    head = stop(definition.strip()) + "\n\n"
+    tail = stop(f"Input: {query.strip()}") + "\n\nOutput:"
+    kept: list[str] = []
+    for x, y in demos:
+        block = stop(f"Input: {x.strip()}") + "\n" + stop(f" Output: {y.strip()}") + "\n\n"
+        if n(head + " ".join(kept) + block + tail) > limit:
+            break
+        kept.append(block)
+    source = head + "".join(kept) + tail
+    ids = tok(source)["input_ids"]  # type: ignore[operator]
+    return source if len(ids) <= limit else str(tok.decode(ids[:limit], skip_special_tokens=True))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("limit", [2000, 400, 60])
+def test_paper_prompts_fit_the_authors_token_limit_on_the_real_tasks(shared_data: Path, limit: int) -> None:
+    """Under paper, every prompt of the seven real tasks (k = 16, LOOC, empty input) equals the
+    authors' collator on Llama-2's tokenizer: demonstrations dropped from the first that overflows,
+    a prompt still too long cut at its end."""
+    from transformers import AutoTokenizer
+
+    from unsure.labelbias.scoring import HFTokenCounter
+
+    tok = AutoTokenizer.from_pretrained(shared_data / "tokenizers" / "llama-2-7b")
+    fit = prompts.PromptFit(HFTokenCounter(tok), limit)
+    dropped = cut = 0
+    for file in sorted((shared_data / "sni" / "tasks").glob("*.json")):
+        task = tasks.read_task(file)
+        rows = task.instances
+        pool = list(zip(rows["input"].head(32), rows["output"].head(32), strict=True))
+        scorer = ItemScorer(
+            object(),  # type: ignore[arg-type]
+            {task.name: TaskPrompting(task.definition, task.labels, tuple(pool))},
+            shots=[16],
+            sets=2,
+            paper_prompt=True,
+            fit=fit,
+        )
+        queries = [*rows["input"].iloc[40:43], ""]
+        for q in queries:
+            item = pd.Series({"task": task.name, "kind": "eval", "input": q, "k": -1, "set": -1, "left_out": -1})
+            for k, s, context in scorer.contexts(item):
+                demos = prompts.demonstrations(pool, k, s)
+                assert context == _authors_source(tok, task.definition, demos, q, limit)
+                assert len(tok(context)["input_ids"]) <= limit + 1  # decoding may re-add one leading token
+                full = prompts.sni_prompt(task.definition, demos, q, paper=True)
+                dropped += context != full and context.endswith("Output:")
+                cut += not context.endswith("Output:")
+        looc = pd.Series({"task": task.name, "kind": "looc", "input": pool[3][0], "k": 16, "set": 0, "left_out": 3})
+        [(_, _, context)] = scorer.contexts(looc)
+        demos = prompts.leave_one_out(prompts.demonstrations(pool, 16, 0), 3)
+        assert context == _authors_source(tok, task.definition, demos, pool[3][0], limit)
+    if limit == 2000:
+        assert cut == 0
+    else:
+        assert dropped > 0
+    if limit == 60:
+        assert cut > 0
+
+
+@pytest.mark.parametrize(
+    ("k", "s", "first"),
+    # the authors' start index: 16·s for k = 0, k·(s+1) for k >= 16, k + 16·s otherwise; 64 wraps to 0
+    [(0, 0, 0), (0, 2, 32), (4, 0, 4), (4, 1, 20), (8, 2, 40), (16, 1, 32), (16, 3, 0), (2, 3, 50)],
+)
+def test_paper_lora_examples_are_the_ones_the_authors_code_picks(k: int, s: int, first: int) -> None:
+    pool = [(f"x{i}", f"y{i}") for i in range(64)]
+    picked = prompts.training_examples_paper(pool, k, s, 16)
+    assert [x for x, _ in picked] == [f"x{(first + i) % 64}" for i in range(16)]
+    if s < 64 // max(k, 1):  # a set inside the pool: its demonstrations are never trained on
+        assert not set(picked) & set(prompts.demonstrations(pool, k, s))
+    if (k, s) == (4, 1):  # ours: the first 16 items besides the demonstrations (pool[4:8])
+        assert [x for x, _ in prompts.training_examples(pool, k, s, 16)] == [
+            f"x{i}" for i in (*range(4), *range(8, 20))
+        ]

@@ -11,10 +11,13 @@ def test_demo_dry_run_shards_inference_and_runs_one_lora_job(checkout: Path) -> 
     res = snakemake("-n", "labelbias_all", "--configfile", "config/demo.yaml", cwd=checkout)
     assert res.returncode == 0, res.stderr + res.stdout
     counts = jobs(res.stdout)
-    assert counts["labelbias_infer"] == 2 * 2  # models x shards
+    assert counts["labelbias_infer"] == 3 * 2  # models x shards
     assert counts["labelbias_lora"] == 1
-    assert counts["labelbias_evaluate"] == 2
-    assert "results/labelbias/figures/fig5.png" in res.stdout
+    assert counts["labelbias_evaluate"] == 3
+    # Figs. 2-4 on tiny-llama (the demo's Llama-2), the appendix on tiny-gpt2, the pooled views
+    for fig in ("fig2", "fig3", "fig4", "fig5", "fig6", "fig2_all_families", "fig3_all_models", "fig4_all_families"):
+        assert f"results/labelbias/figures/{fig}.png" in res.stdout
+    assert "results/labelbias/figures/fig7.png" not in res.stdout
     assert "results/labelbias/scores/subgroups_input.parquet" in res.stdout
 
 
@@ -26,5 +29,7 @@ def test_paper_dry_run_scales_with_models_shards_and_lora_runs(checkout: Path) -
     assert counts["labelbias_infer"] == 10 * 32
     # 4 models x (k=0: one set; k=4, 8, 16: three sets) x 16 parts
     assert counts["labelbias_lora"] == 4 * 10 * 16
-    for fig in ("fig2", "fig3", "fig4", "fig5", "fig9"):  # five (family, size) pairs: fig5..fig9
+    # the paper's lineup: Figs. 2-4 Llama-2, 5-6 Mistral and Falcon, 7-8 their mitigation methods
+    for fig in ("fig2", "fig3", "fig4", "fig5", "fig8", "fig2_all_families", "fig3_all_models", "fig4_all_families"):
         assert f"results/labelbias/figures/{fig}.pdf" in res.stdout
+    assert "results/labelbias/figures/fig9.pdf" not in res.stdout

@@ -9,9 +9,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from unsure.generate import provo
-from unsure.nextword.data import corpus_targets, read_norms, read_samples, write_samples
+from unsure.nextword.data import (
+    convert_reference_generations,
+    convert_released_lists,
+    corpus_targets,
+    merge_sample_files,
+    read_norms,
+    read_samples,
+    read_surface_samples,
+    write_samples,
+)
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +204,109 @@ def test_bad_samples_file(tmp_path: Path, records: list[object], message: str) -
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
     with pytest.raises(ValueError, match=message):
         read_samples(path)
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"samples": ["the", "to an attacked skunk"]}, r"line 2: 'to an attacked skunk' is not one word"),
+        ({"counts": {"lyclocked\tpublic": 1}}, r"line 2: 'lyclocked\\tpublic' is not one word"),
+        ({"samples": ["Failed to generate word"]}, "line 2: 'Failed to generate word' is the reference code's failure"),
+    ],
+)
+def test_read_samples_rejects_what_is_not_one_word(tmp_path: Path, record: dict[str, object], message: str) -> None:
+    path = tmp_path / "s.jsonl"
+    good = {"text_id": 1, "word_num": 1, "samples": ["a"]}
+    path.write_text(json.dumps(good) + "\n" + json.dumps({"text_id": 1, "word_num": 2, **record}) + "\n")
+    with pytest.raises(ValueError, match=f"{path}, {message}"):
+        read_samples(path)
+
+
+def test_read_surface_samples_keeps_what_was_generated(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({"text_id": 1, "word_num": 2, "samples": ["Parker", "parker.", "Parker", "?"]}) + "\n")
+    surfaces = read_surface_samples(path)
+    assert list(surfaces["surface"]) == ["Parker", "parker."] and list(surfaces["word"]) == ["parker", "parker"]
+    assert list(surfaces["count"]) == [2, 1]
+    assert read_samples(path)[["word", "count"]].values.tolist() == [["parker", 3]]
+
+
+def test_convert_reference_generations_reports_damage_by_position(tmp_path: Path) -> None:
+    def entry(context: str, word: str, preds: list[tuple[str, int]]) -> dict[str, object]:
+        samples = [{"pred": p, "count": c} for p, c in preds]
+        return {"context": {"text": context}, "original": {"pred": word}, "ancestral_samples": samples}
+
+    data = {
+        "3": {
+            "2": entry("A", "b", [("b", 2), ("Failed to generate word", 1), ("two words", 1)]),
+            "4": entry("A b c", "d", [("d", 1)]),
+            "5": entry("A b c", "d", [("d", 1)]),  # the same position stored again under the next number
+        }
+    }
+    (tmp_path / "p.json").write_text(json.dumps(data), encoding="utf-8")
+    report = convert_reference_generations([tmp_path / "p.json"], tmp_path / "out.jsonl")
+    assert report == {
+        "records": 2,
+        "failures_dropped": 1,
+        "not_one_word_dropped": 1,
+        "duplicate_entries": ["3-5"],
+        "missing_positions": ["3-3"],
+    }
+    assert read_samples(tmp_path / "out.jsonl")[["word_num", "word", "count"]].values.tolist() == [
+        [2, "b", 2],
+        [4, "d", 1],
+    ]
+    known = pd.DataFrame({"text_id": [3, 3, 3], "word_num": [2, 4, 6]})  # the norms have no word 3 but a word 6
+    report = convert_reference_generations([tmp_path / "p.json"], tmp_path / "out.jsonl", known=known)
+    assert report["missing_positions"] == ["3-6"]
+
+
+def test_convert_released_lists_drops_several_words(tmp_path: Path) -> None:
+    data = [["ctx", {"text_id": "1", "word_num": "2"}, [" to an attacked skunk"], ["lyclocked\tpublic", "a"]]]
+    (tmp_path / "in.json").write_text(json.dumps(data), encoding="utf-8")
+    report = convert_released_lists(tmp_path / "in.json", tmp_path / "out.jsonl")
+    assert report["not_one_word_dropped"] == 1 and report["samples"] == 1
+    assert read_samples(tmp_path / "out.jsonl")["word"].tolist() == ["a"]
+
+
+def test_the_papers_damaged_passage_converts_with_a_report(tmp_path: Path) -> None:
+    """The released 1,000-sample file of passage 3: word 45 missing, entry 59 a copy of 58 (not in the norms)."""
+    path = Path(__file__).resolve().parents[2] / "shared/data/provo/predict_next_word/GPT2_Generations_partial"
+    if not (path / "Paragraphs-3-3.json").is_file():
+        pytest.skip(f"real data not available: {path}")
+    report = convert_reference_generations([path / "Paragraphs-3-3.json"], tmp_path / "p3.jsonl")
+    assert report["duplicate_entries"] == ["3-59"] and report["missing_positions"] == ["3-45"]
+    assert report["failures_dropped"] > 0 and report["records"] == 56
+    samples = read_samples(tmp_path / "p3.jsonl")
+    assert samples["word_num"].max() == 58 and 45 not in set(samples["word_num"])
+
+
+def test_merge_sample_files_of_disjoint_folds(tmp_path: Path) -> None:
+    """GPT2_F: the held-out folds' samples of the fine-tuned model become one system's file."""
+    (tmp_path / "a.jsonl").write_text(json.dumps({"text_id": 1, "word_num": 2, "counts": {"The": 2}}) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text_id": 3, "word_num": 2, "samples": ["a", "a"]}) + "\n")
+    assert merge_sample_files([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "ft.jsonl") == 2
+    merged = read_samples(tmp_path / "ft.jsonl")
+    assert merged[["text_id", "word", "count"]].values.tolist() == [[1, "the", 2], [3, "a", 2]]
+    with pytest.raises(ValueError, match=r"b.jsonl: position \(text_id=3, word_num=2\) is also in .*b.jsonl"):
+        merge_sample_files([tmp_path / "b.jsonl", tmp_path / "b.jsonl"], tmp_path / "bad.jsonl")
+
+
+def test_finetuned_system_name_must_be_free() -> None:
+    from unsure.config import ConfigError, parse_config
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "demo.yaml").read_text())
+    raw["studies"]["nextword"]["sample_files"] = {"tiny-gpt2-ft": "x.jsonl"}
+    with pytest.raises(ConfigError, match="tiny-gpt2-ft is the fine-tuned model's system"):
+        parse_config(raw)
+
+
+def test_a_utf8_copy_of_the_norms_reads_as_the_latin1_original(tmp_path: Path) -> None:
+    """A re-saved UTF-8 copy was read as Latin-1: 'café' became 'cafÃ©' without a word of warning."""
+    text = "The café sat. It slept."
+    rows = [_row(1, 2, text, "café", "café", 3, 5), _row(1, 2, text, "café", "bar", 2, 5)]
+    original = read_norms(_write(tmp_path / "latin1.csv", rows))
+    utf8 = tmp_path / "utf8.csv"
+    utf8.write_text((tmp_path / "latin1.csv").read_bytes().decode("latin-1"), encoding="utf-8")
+    pd.testing.assert_frame_equal(read_norms(utf8), original)
+    assert original.loc[0, "corpus_word"] == "café"

@@ -10,12 +10,19 @@ import pandas as pd
 import pytest
 import torch
 
-from unsure.engine import ContinuationRequest
+from unsure.engine import ContinuationRequest, ContinuationScores, WordSamples, WordSamplingRequest
 from unsure.engine.finetune import Example, FinetuneSettings, finetune, transformer_blocks
 from unsure.engine.hf import HFEngine
 from unsure.engine.shards import run_shard
 from unsure.generate import provo
-from unsure.nextword.data import corpus_targets, read_norms, read_samples, write_samples
+from unsure.nextword.data import (
+    corpus_targets,
+    read_norms,
+    read_samples,
+    read_surface_samples,
+    typed_responses,
+    write_samples,
+)
 from unsure.nextword.distributions import human_counts, oracle_splits, restrict
 from unsure.nextword.inference import (
     biased_scorer,
@@ -24,10 +31,12 @@ from unsure.nextword.inference import (
     position_rows,
     sample_counts,
     sample_scorer,
+    surface_counts,
     token_scorer,
 )
-from unsure.nextword.metrics import tvd
-from unsure.nextword.study import token_level_tvds
+from unsure.nextword.metrics import expected_calibration_error, tvd
+from unsure.nextword.study import table4, token_level_tvds
+from unsure.nextword.words import normalize_word
 
 KEY = ["text_id", "word_num"]
 
@@ -72,15 +81,26 @@ def test_parse_word_list() -> None:
     assert parse_word_list(reply, 2) == ["the", "cat"]
 
 
+def _surfaces(counts: pd.DataFrame) -> pd.DataFrame:
+    return counts.rename(columns={"word": "surface"})
+
+
 def test_biased_estimator_support_and_probabilities(
     engine: HFEngine, norms: dict[str, pd.DataFrame], tmp_path: Path
 ) -> None:
     rows = position_rows(norms["positions"]).head(2)
-    samples, _ = sample_counts([sample_scorer(engine, n=5, seed=1)(rows)])
+    samples = surface_counts([sample_scorer(engine, n=5, seed=1)(rows)])
+    positions = norms["positions"]
     score = biased_scorer(
-        engine, samples=samples, human=norms["human"], corpus=norms["corpus"], nucleus=(0.7, 0.9), nucleus_samples=3
+        engine,
+        samples=_surfaces(samples),
+        human=typed_responses(positions),
+        corpus=positions[KEY].assign(surface=positions["corpus_word"]),
+        nucleus=(0.7, 0.9),
+        nucleus_samples=3,
     )
-    table = biased_table([score(rows)])
+    scored = score(rows)
+    table = biased_table([scored])
     sums = table.groupby(KEY)["prob"].sum()
     assert np.allclose(sums, 1.0)
     for (tid, num), g in table.groupby(KEY):
@@ -90,16 +110,77 @@ def test_biased_estimator_support_and_probabilities(
         corpus = norms["corpus"]
         assert set(corpus.loc[(corpus["text_id"] == tid) & (corpus["word_num"] == num), "word"]) <= words
         got = samples[(samples["text_id"] == tid) & (samples["word_num"] == num)]
-        assert set(got["word"]) <= words
-    # a word's probability is its joint log-probability as a continuation, renormalised over the support
+        assert set(got["word"].map(normalize_word)) <= words
+    # a word's probability is the summed probability of its surface forms as continuations, renormalised
     first = table[(table["text_id"] == rows["text_id"][0]) & (table["word_num"] == rows["word_num"][0])]
-    ctx_ids, cont = engine.split_pair(rows["context"][0], " " + first["word"].iloc[0])
-    with torch.inference_mode():
-        logits = engine.model(torch.tensor([ctx_ids + cont])).logits[0].double().log_softmax(-1)
-    direct = sum(float(logits[len(ctx_ids) - 1 + i, t]) for i, t in enumerate(cont))
-    assert first["logprob"].iloc[0] == pytest.approx(direct, abs=1e-4)
+    forms = json.loads(scored["surfaces"].iloc[0])[first["word"].iloc[0]]
+    direct = []
+    for form in forms:
+        ctx_ids, cont = engine.split_pair(rows["context"][0], " " + form)
+        with torch.inference_mode():
+            logits = engine.model(torch.tensor([ctx_ids + cont])).logits[0].double().log_softmax(-1)
+        direct.append(sum(float(logits[len(ctx_ids) - 1 + i, t]) for i, t in enumerate(cont)))
+    assert first["logprob"].iloc[0] == pytest.approx(float(np.logaddexp.reduce(direct)), abs=1e-4)
     lp = first["logprob"].to_numpy()
     assert np.allclose(first["prob"], np.exp(lp) / np.exp(lp).sum())
+
+
+class _KnownEngine:
+    """An engine with known answers: fixed sampled words and a log-probability per continuation string."""
+
+    def __init__(self, logprobs: dict[str, float], words: list[str]) -> None:
+        self.logprobs, self.words = logprobs, words
+        self.asked: list[str] = []
+
+    def sample_words(self, requests: list[WordSamplingRequest]) -> list[WordSamples]:
+        return [WordSamples(words=list(self.words[: r.n])) for r in requests]
+
+    def continuation_scores(self, requests: list[ContinuationRequest]) -> list[ContinuationScores]:
+        out = []
+        for r in requests:
+            self.asked += list(r.continuations)
+            lp = np.asarray([self.logprobs[c] for c in r.continuations])
+            out.append(ContinuationScores(lp, np.ones(len(lp), dtype=np.int64), np.zeros(len(lp), dtype=bool)))
+        return out
+
+
+def test_biased_estimator_scores_surface_forms_and_sums_them_per_word() -> None:
+    """ "Parker" is scored as the model writes it (" Parker", -3.6 nats), not as " parker" (-20.8); forms add up."""
+    lps = {" Parker": -3.6, " parker": -20.8, " the": -1.0, " nationwide": -5.0, " The": -4.0}
+    engine = _KnownEngine(lps, ["The"])
+    rows = pd.DataFrame({"row_id": ["1-2"], "text_id": [1], "word_num": [2], "context": ["Ask"]})
+    score = biased_scorer(
+        engine,  # type: ignore[arg-type]
+        samples=pd.DataFrame({"text_id": [1, 1], "word_num": [2, 2], "surface": ["Parker", "the"]}),
+        human=pd.DataFrame({"text_id": [1], "word_num": [2], "surface": ["Parker"]}),
+        corpus=pd.DataFrame({"text_id": [1], "word_num": [2], "surface": ["nationwide."]}),
+        nucleus=(0.9,),
+        nucleus_samples=1,
+    )
+    scored = score(rows)
+    assert sorted(set(engine.asked)) == [" Parker", " The", " nationwide", " the"]  # never " parker"
+    assert json.loads(scored["surfaces"][0]) == {
+        "nationwide": ["nationwide"],
+        "parker": ["Parker"],
+        "the": ["The", "the"],
+    }
+    table = biased_table([scored]).set_index("word")
+    assert table.loc["parker", "logprob"] == pytest.approx(-3.6)
+    assert table.loc["the", "logprob"] == pytest.approx(np.logaddexp(-1.0, -4.0))
+    z = np.exp([-5.0, -3.6, np.logaddexp(-1.0, -4.0)])
+    assert table["prob"].to_numpy() == pytest.approx(z / z.sum())
+
+
+def test_samples_file_keeps_surfaces_for_the_biased_estimator(tmp_path: Path) -> None:
+    shard = pd.DataFrame(
+        {"text_id": [1], "word_num": [2], "words": [json.dumps(["Parker", "parker", "Parker", "?"])], "rejected": [0]}
+    )
+    write_samples(tmp_path / "s.jsonl", surface_counts([shard]))
+    surfaces = read_surface_samples(tmp_path / "s.jsonl")
+    assert dict(zip(surfaces["surface"], surfaces["count"], strict=True)) == {"Parker": 2, "parker": 1}
+    counts, stats = sample_counts([shard])
+    pd.testing.assert_frame_equal(read_samples(tmp_path / "s.jsonl"), counts)
+    assert stats["rejected"] == 1
 
 
 def test_token_level_tvd_equals_the_full_vocabulary_tvd(engine: HFEngine, norms: dict[str, pd.DataFrame]) -> None:
@@ -119,7 +200,51 @@ def test_token_level_tvd_equals_the_full_vocabulary_tvd(engine: HFEngine, norms:
             p_model = engine.model(torch.tensor([ctx])).logits[0, -1].double().softmax(-1).numpy()
         expected = 0.5 * np.abs(p_human - p_model[: len(p_human)]).sum()
         assert out.loc[(row.text_id, row.word_num), "tvd_model"] == pytest.approx(expected, abs=1e-6)
+        # Table 4: the modal token over the whole vocabulary, scored against the humans' majority first token
+        here = scored[(scored["text_id"] == row.text_id) & (scored["word_num"] == row.word_num)].iloc[0]
+        assert here["modal_token"] == int(p_model.argmax())
+        assert np.exp(here["modal_logprob"]) == pytest.approx(p_model.max(), rel=1e-5)
+        majority = np.flatnonzero(p_human == p_human.max())
+        expected_correct = float(int(p_model.argmax()) in majority) / len(majority)
+        assert out.loc[(row.text_id, row.word_num), "correct_model"] == pytest.approx(expected_correct)
     assert out["tvd_oracle"].between(0, 1).all()
+    assert out[["confidence_oracle1", "confidence_oracle2"]].notna().all().all()
+    t4 = table4(out.reset_index())
+    items = out.reset_index()
+    for name in ("model", "oracle1", "oracle2"):
+        want = expected_calibration_error(items[f"confidence_{name}"], items[f"correct_{name}"])
+        assert t4.loc[0, f"ece_human_majority_{name}"] == pytest.approx(want)
+    assert t4.loc[0, "expected_tvd_model"] == pytest.approx(out["tvd_model"].mean())
+
+
+def test_table4_ece_on_known_items() -> None:
+    """The paper's Table 4 columns from known per-position items (confidence, correct)."""
+    frame = pd.DataFrame(
+        {
+            "model": ["m"] * 4,
+            "tvd_model": [0.5] * 4,
+            "tvd_oracle": [0.25] * 4,
+            "mass": [0.5] * 4,
+            "confidence_model": [0.95, 0.95, 0.15, 0.15],
+            "correct_model": [1.0, 0.0, 0.0, 0.0],
+            "confidence_oracle1": [0.5, 0.5, 0.5, 0.5],
+            "correct_oracle1": [1.0, 1.0, 0.0, 0.0],
+            "confidence_oracle2": [1.0, 1.0, 1.0, 1.0],
+            "correct_oracle2": [1.0, 1.0, 1.0, 0.5],
+        }
+    )
+    row = table4(frame).iloc[0]
+    # model: bin 0.9 has conf .95, acc .5 (2 of 4); bin 0.1 has conf .15, acc 0 (2 of 4)
+    assert row["ece_human_majority_model"] == pytest.approx(0.5 * 0.45 + 0.5 * 0.15)
+    assert row["ece_human_majority_oracle1"] == pytest.approx(0.0)
+    assert row["ece_human_majority_oracle2"] == pytest.approx(0.125)  # 1.0 in the top bin, accuracy 0.875
+    assert list(table4(frame).columns[:5]) == [
+        "model",
+        "positions",
+        "ece_human_majority_model",
+        "ece_human_majority_oracle1",
+        "ece_human_majority_oracle2",
+    ]
 
 
 def test_finetune_trains_only_the_last_blocks(tiny_models: dict[str, Path], tmp_path: Path) -> None:

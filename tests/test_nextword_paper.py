@@ -55,7 +55,14 @@ def test_convert_released_lists_merges_repeats_and_drops_marker(tmp_path: Path) 
     ]
     (tmp_path / "in.json").write_text(json.dumps(data), encoding="utf-8")
     report = convert_released_lists(tmp_path / "in.json", tmp_path / "out.jsonl")
-    assert report == {"positions": 2, "entries": 3, "repeated_positions": 1, "failures_dropped": 1, "samples": 3}
+    assert report == {
+        "positions": 2,
+        "entries": 3,
+        "repeated_positions": 1,
+        "failures_dropped": 1,
+        "not_one_word_dropped": 0,
+        "samples": 3,
+    }
     assert paper.read_raw_samples(tmp_path / "out.jsonl") == {(1, 2): ["a", "b"], (1, 3): ["c"]}
     with pytest.raises(ValueError, match="entry 0"):
         (tmp_path / "bad.json").write_text(json.dumps([["ctx", {"text_id": "x", "word_num": 1}, [], []]]))
@@ -148,7 +155,11 @@ def _run_tables_script(tmp: Path, protocol: str, inputs: dict[str, object], syst
     out = tmp / protocol
     smk = SimpleNamespace(
         input=_Named(**inputs, samples=[], biased=[], tokens=[]),
-        output=_Named(table1=str(out / "table1.csv"), tokens=str(out / "token_tvd.parquet")),
+        output=_Named(
+            table1=str(out / "table1.csv"),
+            tokens=str(out / "token_tvd.parquet"),
+            biased_tvd=str(out / "biased_tvd.parquet"),
+        ),
         log=[str(out / "tables.log")],
         params=SimpleNamespace(
             systems=systems,

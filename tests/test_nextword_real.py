@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from unsure.generate.provo import COLUMNS
-from unsure.nextword.data import corpus_targets, read_norms, read_samples
+from unsure.nextword.data import convert_reference_generations, corpus_targets, read_norms, read_samples
 from unsure.nextword.distributions import human_counts, oracle_splits, to_probs
 from unsure.nextword.metrics import evaluate, evaluate_oracle, oracle_tvd
 from unsure.nextword.words import normalize_word
@@ -157,17 +157,11 @@ def test_real_precollected_gpt2_samples(real: dict[str, object], tmp_path: Path)
     folder = real["shared"] / "provo" / "predict_next_word" / "GPT2_Temp_Generations"  # type: ignore[operator]
     if not folder.is_dir():
         pytest.skip(f"GPT-2 generations not available: {folder}")
-    lines = []
-    for file in sorted(folder.glob("*.json")):
-        for tid, words in json.loads(file.read_text(encoding="utf-8")).items():
-            for num, entry in words.items():
-                counts: dict[str, int] = {}
-                for s in entry["ancestral_samples"]:
-                    counts[s["pred"]] = counts.get(s["pred"], 0) + int(s["count"])
-                lines.append(json.dumps({"text_id": int(tid), "word_num": int(num), "counts": counts}))
-    (tmp_path / "gpt2.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    model = read_samples(tmp_path / "gpt2.jsonl")
+    # through the converter: the 16 failure markers in these files are rejected samples, not words
     human: pd.DataFrame = real["human"]  # type: ignore[assignment]
+    report = convert_reference_generations(sorted(folder.glob("*.json")), tmp_path / "gpt2.jsonl", known=human)
+    assert report["failures_dropped"] == 29 and report["records"] == N_POSITIONS and report["missing_positions"] == []
+    model = read_samples(tmp_path / "gpt2.jsonl")
     corpus: pd.DataFrame = real["corpus"]  # type: ignore[assignment]
     splits: pd.DataFrame = real["splits"]  # type: ignore[assignment]
     rows = evaluate(model, human, corpus, splits, name="gpt2-t0.5")

@@ -149,6 +149,9 @@ def test_demo_dag_has_every_nextword_job(checkout: Path) -> None:
     for rule in ("nextword_prepare", "nextword_biased", "nextword_tokens", "nextword_evaluate", "nextword_analysis"):
         assert counts[rule] >= 1
     assert "collected.jsonl" in result.stdout  # the pre-collected file is an input of the evaluation
+    # GPT2_F: the fine-tuned model's held-out samples are one more system of the evaluation
+    assert counts["nextword_finetune_merge"] == 1
+    assert "results/nextword/samples/tiny-gpt2/finetuned.jsonl" in result.stdout
 
 
 def test_the_papers_gpt2_samples(study: dict[str, pd.DataFrame], tmp_path: Path) -> None:
@@ -158,7 +161,7 @@ def test_the_papers_gpt2_samples(study: dict[str, pd.DataFrame], tmp_path: Path)
     if not folder.is_dir() or not cloze.is_file():
         pytest.skip(f"real GPT-2 generations not available: {folder}")
     files = sorted(folder.glob("Paragraphs-[1-4]-*.json"))[:2]
-    n = convert_reference_generations(files, tmp_path / "gpt2.jsonl")
+    n = convert_reference_generations(files, tmp_path / "gpt2.jsonl")["records"]
     model = read_samples(tmp_path / "gpt2.jsonl")
     assert model["text_id"].nunique() == len(files) and n == len(model[["text_id", "word_num"]].drop_duplicates())
     per_position = model.groupby(["text_id", "word_num"])["count"].sum()

@@ -59,3 +59,19 @@ def test_write_parquet_roundtrip(tmp_path: Path) -> None:
     frame = pd.DataFrame({"row_id": [1, 2], "score": [0.25, 0.75]})
     write_parquet(tmp_path / "x.parquet", frame)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "x.parquet"), frame)
+
+
+def test_atomic_outputs_get_the_modes_the_umask_gives_ordinary_ones(tmp_path: Path) -> None:
+    """Directories written atomically were mode 0700 (mkdtemp's): other users of a shared
+    project directory could not read a model the zoo built."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        with atomic_dir(tmp_path / "d") as d:
+            (d / "f").write_text("x")
+        write_text(tmp_path / "t.txt", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "t.txt").stat().st_mode & 0o777 == 0o644

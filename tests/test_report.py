@@ -86,11 +86,18 @@ def report_flags(workdir: Path, *configfiles: str) -> list[dict[str, object]]:
 
 
 def study_result(path: str) -> tuple[str, str] | None:
-    """(study, kind) of a path the report must carry: a study's figure PNG or table CSV."""
+    """(study, kind) of a path the report must carry: a study's figure PNG or table CSV,
+    or its provenance record (kind ``provenance``)."""
     m = re.fullmatch(r"results/([^/]+)/(figures|tables)/[^/]+", path)
     if m and path.endswith(SHOWN[m.group(2)]):
         return m.group(1), m.group(2)
-    return None
+    m = re.fullmatch(r"results/([^/]+)/provenance\.json", path)
+    return (m.group(1), "provenance") if m else None
+
+
+def first_label(kind: str, path: str) -> tuple[str, str]:
+    """The label a result must carry first: its figure or table name, or ``record: provenance``."""
+    return ("record", "provenance") if kind == "provenance" else (kind[:-1], Path(path).stem)
 
 
 def text_of(fragment: str) -> str:
@@ -150,7 +157,7 @@ def test_every_figure_and_table_is_flagged_with_its_study(
         assert (entry["category"], entry["subcategory"]) == (study, kind), path
         labels = entry["labels"]
         assert isinstance(labels, dict)
-        assert next(iter(labels.items())) == (kind[:-1], Path(path).stem), f"{path}: first label {labels}"
+        assert next(iter(labels.items())) == first_label(kind, path), f"{path}: first label {labels}"
         assert all(isinstance(v, str) and v for v in labels.values()), f"{path}: empty label in {labels}"
 
 
@@ -160,9 +167,7 @@ def test_captions_render_to_text_without_errors(flags: dict[str, list[dict[str, 
         if "caption" not in entry:
             continue
         caption = Path(str(entry["caption"]))
-        assert caption.parts[-4:-2] == ("workflow", "report"), (
-            f"{entry['path']}: caption {caption} outside workflow/report"
-        )
+        assert "/workflow/report/" in caption.as_posix(), f"{entry['path']}: caption {caption} outside workflow/report"
         words = text_of(str(entry["html"]))
         assert len(words.split()) >= 15, f"{entry['path']}: caption {caption.name} says too little: {words!r}"
         assert "System Message" not in words, f"{entry['path']}: caption {caption.name} is not valid rst: {words}"
@@ -180,8 +185,8 @@ def test_no_label_becomes_a_toggle_that_hides_results(flags: dict[str, list[dict
 
 
 def test_every_caption_file_is_used_and_every_used_one_exists(flags: dict[str, list[dict[str, object]]]) -> None:
-    used = {"/".join(Path(str(e["caption"])).parts[-2:]) for c in flags.values() for e in c if "caption" in e}
-    written = {f"{p.parent.name}/{p.name}" for p in CAPTIONS.glob("*/*.rst")}
+    used = {str(e["caption"]).split("/workflow/report/")[-1] for c in flags.values() for e in c if "caption" in e}
+    written = {p.relative_to(CAPTIONS).as_posix() for p in [*CAPTIONS.glob("*/*.rst"), CAPTIONS / "provenance.rst"]}
     assert used <= written, f"captions referenced but missing: {sorted(used - written)}"
     assert written <= used, f"caption files no rule uses (paper, demo, custom task): {sorted(written - used)}"
     assert (CAPTIONS / "workflow.rst").is_file()
@@ -237,7 +242,7 @@ def test_report_carries_every_figure_and_table_of_the_run(demo_report: Report) -
         p.relative_to(demo_report.root).as_posix()
         for kind, suffix in SHOWN.items()
         for p in (demo_report.root / "results").glob(f"*/{kind}/*{suffix}")
-    }
+    } | {p.relative_to(demo_report.root).as_posix() for p in (demo_report.root / "results").glob("*/provenance.json")}
     assert set(demo_report.results) == on_disk, (
         f"in results/ but not in the report: {sorted(on_disk - set(demo_report.results))}; "
         f"in the report only: {sorted(set(demo_report.results) - on_disk)}"
@@ -254,10 +259,12 @@ def test_report_carries_every_figure_and_table_of_the_run(demo_report: Report) -
         caption = text_of(str(result["caption"]))
         assert len(caption.split()) >= 15, f"{path}: caption {caption!r}"
         assert "System Message" not in caption and "{{" not in caption, f"{path}: caption {caption!r}"
-        assert result["mime_type"] == {"figures": "image/png", "tables": "text/csv"}[kind], path
+        mime = {"figures": "image/png", "tables": "text/csv", "provenance": "application/json"}[kind]
+        assert result["mime_type"] == mime, path
         assert str(result["data_uri"]).startswith(f"data:{result['mime_type']};"), path
         labels = result["labels"]
-        assert isinstance(labels, dict) and labels[kind[:-1]] == Path(path).stem, f"{path}: labels {labels}"
+        assert isinstance(labels, dict), f"{path}: labels {labels}"
+        assert next(iter(labels.items())) == first_label(kind, path), f"{path}: labels {labels}"
 
 
 def test_workflow_description_names_every_study_and_warns_of_the_demo(demo_report: Report) -> None:

@@ -185,3 +185,62 @@ def test_importance_and_evidence_score_the_parsed_rows_and_count_the_rest() -> N
     ev = increasing_evidence(lambda frame, _features: score(frame), rows, ["AGEP", "SEX"])
     assert ev["n_unparsed"].tolist() == [20]
     assert np.isfinite(ev[["auc", "ece", "score_std", "score_mean"]].to_numpy()).all()
+
+
+def test_wilson_interval_on_known_counts() -> None:
+    """The 95% Wilson interval (figure A5's per-bin intervals): textbook values, and a bin of one
+    class still gets an interval of positive width inside [0, 1]."""
+    from unsure.riskscores.metrics import calibration_points, wilson_interval
+
+    lower, upper = wilson_interval([5, 0, 10], [10, 10, 10])
+    assert lower == pytest.approx([0.2366, 0.0, 0.7225], abs=1e-4)
+    assert upper == pytest.approx([0.7634, 0.2775, 1.0], abs=1e-4)
+    pts = calibration_points([0, 1, 1, 0, 1, 1], [0.1, 0.2, 0.8, 0.85, 0.9, 0.95], n_bins=2)
+    assert pts["lower"] == pytest.approx(wilson_interval([1, 3], [2, 4])[0])
+    assert np.all((pts["lower"] <= pts["positive_rate"]) & (pts["positive_rate"] <= pts["upper"]))
+    with pytest.raises(ValueError, match="between 0 and n"):
+        wilson_interval([3], [2])
+
+
+def test_sce_differences_between_groups_follow_eq_3() -> None:
+    """Delta_SCE = SCE_A - SCE_B with SCE as the paper's Eq. 3 (sum over bins of s - y, over n):
+    group A's scores run 0.1 high, B's 0.1 low, so A has an undue advantage of 0.2."""
+    from unsure.riskscores.metrics import bin_index, group_sce, sce_differences
+
+    y = np.array([1, 0, 1, 0, 1, 1])
+    s = np.array([0.9, 0.3, 0.2, 0.6, 0.75, 0.65])
+    g = np.array(["A", "A", "B", "B", "C", "C"])
+
+    def eq3(yy: np.ndarray, ss: np.ndarray) -> float:  # literally: 10 equal-width buckets, summed
+        idx = bin_index(ss, np.linspace(0, 1, 11))
+        return sum(float(np.sum(ss[idx == m] - yy[idx == m])) for m in range(10)) / len(yy)
+
+    per_group = group_sce(y, s, g)
+    for name in "ABC":
+        assert per_group[name] == pytest.approx(eq3(y[g == name], s[g == name]))
+    assert per_group == pytest.approx({"A": 0.1, "B": -0.1, "C": -0.3})
+    deltas = sce_differences(y, s, g, [("A", "B"), ("C", "B"), ("A", "missing")])
+    assert deltas[("A", "B")] == pytest.approx(0.2)
+    assert deltas[("C", "B")] == pytest.approx(-0.2)
+    assert np.isnan(deltas[("A", "missing")])
+
+
+def test_evidence_adds_the_least_important_features_first_by_mean_over_models() -> None:
+    """Figure A8's order: mean AUC drop over every model, ascending (the paper starts from place of
+    birth and race); XGBoost alone would rank WKHP first and put SCHL before OCCP."""
+    from unsure.riskscores.analysis import evidence_order, increasing_evidence
+
+    importance = pd.DataFrame(
+        {
+            "model": ["xgboost"] * 4 + ["llm"] * 4,
+            "feature": ["WKHP", "SCHL", "OCCP", "RAC1P"] * 2,
+            "auc_drop": [0.30, 0.10, 0.05, 0.00, 0.00, 0.02, 0.20, 0.01],
+        }
+    )
+    assert evidence_order(importance) == ["RAC1P", "SCHL", "OCCP", "WKHP"]
+    with_nan = pd.concat([importance, pd.DataFrame({"model": ["llm"], "feature": ["POBP"], "auc_drop": [np.nan]})])
+    assert evidence_order(with_nan)[-1] == "POBP"
+    rows = pd.DataFrame({"label": [0, 1, 0, 1], "RAC1P": [1, 2, 1, 2]})
+    out = increasing_evidence(lambda f, feats: np.array([0.2, 0.8, np.nan, 0.6]), rows, ["RAC1P", "SCHL", "OCCP"])
+    assert out["scores"].iloc[0][:2] == [0.2, 0.8] and np.isnan(out["scores"].iloc[0][2])
+    assert out["labels"].iloc[-1] == [0, 1, 0, 1]

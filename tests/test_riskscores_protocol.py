@@ -206,6 +206,40 @@ def test_ledger_shows_both_threshold_rules_and_both_binnings() -> None:
     assert reproduction_table(metrics, "paper").iloc[0]["Threshold rule in tables"] == "balanced accuracy"
 
 
+PAPER = REPO.parent / "shared/papers/riskscores-cruz-et-al-evaluating-language-models-as-risk-scores.txt"
+
+
+def test_ledger_puts_the_printed_values_beside_ours() -> None:
+    """Tables 1 and A1-A4 as printed: every transcribed row is a line of the paper, and the
+    ledger shows the printed ECE / Brier / AUC / accuracy next to ours for a model key of the
+    paper config (and a dash where the paper prints nothing)."""
+    from unsure.riskscores.printed import PRINTED, printed_values
+    from unsure.riskscores.tables import reproduction_table
+
+    paper = _real(PAPER).read_text().splitlines()
+    for block in PRINTED.values():
+        assert len(block.splitlines()) == 19
+        for line in block.splitlines():
+            assert line in paper, line
+    printed = printed_values()
+    assert len(printed) == 5 * (17 * 2 + 2)
+    metrics = pd.DataFrame(
+        {
+            "model": ["yi-34b-chat", "xgboost", "tiny-llama"],
+            "task": ["ACSIncome", "ACSMobility", "ACSIncome"],
+            "prompting": ["numeric", "supervised", "numeric"],
+            "ece": [0.2, 0.01, 0.3],
+            "accuracy": [0.5, 0.7, 0.6],
+        }
+    )
+    ledger = reproduction_table(metrics, "paper")
+    yi, xgb, tiny = (ledger.iloc[i] for i in range(3))
+    assert (yi["Printed in"], yi["ECE printed"], yi["Accuracy printed"]) == ("Table 1", 0.22, 0.48)
+    assert yi["ECE (equal-width bins)"] == 0.2 and yi["Accuracy (0.5)"] == 0.5
+    assert (xgb["Printed in"], xgb["AUC printed"], xgb["Brier printed"]) == ("Table A2", 0.74, 0.16)
+    assert tiny["Printed in"] == "—" and np.isnan(tiny["ECE printed"])
+
+
 # ----------------------------------------------------------------------------- dictionary
 
 ESP_WORDS = {

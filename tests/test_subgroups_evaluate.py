@@ -14,8 +14,17 @@ from unsure.subgroups.evaluate import Pool, Protocol, evaluate, run_repetition
 from unsure.subgroups.features import Prepared, prepare
 from unsure.subgroups.generate import generate
 from unsure.subgroups.plots import write_figures
+from unsure.subgroups.reproduction import reproduction_table
 from unsure.subgroups.schema import validate_instances
-from unsure.subgroups.tables import loco_table, table1, table2, table3, unit_metrics, write_tables
+from unsure.subgroups.tables import (
+    loco_table,
+    separately_table,
+    table1,
+    table2,
+    table3,
+    unit_metrics,
+    write_tables,
+)
 
 OPTIONS = {"embedding_dim": 6, "max_clusters": 6, "min_cluster_rows": 30, "min_intersection_rows": 20, "seed": 0}
 PROTOCOL = Protocol(repetitions=3, equal_sizes=(10, 20), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=7)
@@ -86,7 +95,11 @@ def test_estimates_cover_designs_metrics_and_methods(
         ("equal-10", "accuracy"),
         ("equal-20", "accuracy"),
     }
-    assert set(est["method"].astype(str)) == {"DT", "SR", "EB", "Lasso", "EB-corrected"}
+    assert set(est["method"].astype(str)) == {"DT", "SR", "EB", "Lasso", "EB-corrected", "EB-separate", "SR-separate"}
+    separate = est[est["method"].astype(str).str.endswith("-separate")]
+    assert set(map(tuple, separate[["design", "metric"]].drop_duplicates().astype(str).to_numpy())) == {
+        ("proportional", "accuracy")
+    }
     assert set(est.loc[est["method"] == "EB-corrected", "metric"].astype(str)) == {"accuracy"}  # 0/1 only
     assert set(est["rep"]) == {0, 1, 2}
     assert {"a_hat", "mu2", "kappa", "lasso_lambda"} <= set(problems.columns)
@@ -116,7 +129,8 @@ def test_tables_summarise_units_and_ratios(
     # a ratio is the mean unit MSE of the method over DT's, in the same cell
     cell = um[(um["source"] == "labelbias") & (um["design"] == "proportional")]
     ratio = cell.loc[cell["method"] == "EB", "mse"].mean() / cell.loc[cell["method"] == "DT", "mse"].mean()
-    assert t3.loc[t3["source"] == "labelbias", "EB/DT"].item() == pytest.approx(ratio)
+    prop = t3[(t3["source"] == "labelbias") & (t3["setting"] == "prop. (min n_g = 10)")]
+    assert prop.loc[~prop["dataset"].str.endswith("over datasets"), "EB/DT"].item() == pytest.approx(ratio)
     loco = loco_table({s: r[2] for s, r in results.items()})
     assert set(loco["left out"]) == {"embedding", "confidence", "model", "task"}
 
@@ -127,7 +141,7 @@ def test_outputs_are_written_in_every_format(
     um = pd.concat([unit_metrics(r[0], s) for s, r in results.items()], ignore_index=True)
     write_tables(um, {s: r[2] for s, r in results.items()}, tmp_path / "tables", small_n=15)
     write_figures(um, results["labelbias"][0], tmp_path / "figures", small_n=15, alpha=0.05)
-    for name in ("table1", "table2", "table3", "loco"):
+    for name in ("table1", "table2", "table3", "separately", "loco"):
         for ext in ("csv", "md", "tex"):
             assert (tmp_path / "tables" / f"{name}.{ext}").stat().st_size > 0
     for name in ("fig1", "fig2", "fig3", "fig4", "fig7"):
@@ -152,3 +166,58 @@ def test_report_writers_are_atomic_and_reproducible(tmp_path: Path) -> None:
         save_figure(fig, tmp_path / f"f{i}")
         pdfs.append((tmp_path / f"f{i}.pdf").read_bytes())
     assert pdfs[0] == pdfs[1]
+
+
+def test_each_dataset_is_fitted_on_its_own_units() -> None:
+    """As the paper (each dataset analysed separately): another dataset's results do not move a dataset's
+    SR, EB or Lasso estimates; "LLMs benchmarked separately" fits one model's units only."""
+    prepared = _prepared("decisionrisk", ["m-a", "m-b"], 2400, 12)
+    datasets = sorted(prepared.units["dataset"].astype(str).unique())
+    assert len(datasets) >= 2
+    rows = prepared.rows.copy()
+    other = rows["dataset"].astype(str) == datasets[-1]
+    rows.loc[other, "accuracy"] = 1 - rows.loc[other, "accuracy"]  # same draws (sizes), other outcomes
+    protocol = Protocol(repetitions=1, equal_sizes=(), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=3)
+    pool = Pool(prepared)
+    runs = [run_repetition(p, protocol, 0) for p in (pool, Pool(Prepared(rows=rows, units=prepared.units)))]
+    first = pool.units.index[pool.units["dataset"].astype(str) == datasets[0]]
+    kept = [est[est["unit"].isin(first) & (est["metric"] == "accuracy")].reset_index(drop=True) for est, _, _ in runs]
+    assert set(kept[0]["method"]) >= {"SR", "EB", "Lasso", "EB-separate", "SR-separate"}
+    pd.testing.assert_frame_equal(kept[0], kept[1])
+    problems = runs[0][1]
+    per_problem = problems[problems["metric"] == "accuracy"].set_index("dataset")["units"]
+    assert per_problem.to_dict() == pool.units.groupby(pool.units["dataset"].astype(str)).size().to_dict()
+
+
+def test_tables_carry_the_papers_rows(results: dict[str, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]) -> None:
+    """Table 2's median over datasets, Table 3's equal-20 setting with mean (sd) over datasets, the
+    "LLMs benchmarked separately" analysis, subgroups counted as the paper's G, and the ledger."""
+    um = pd.concat([unit_metrics(r[0], s) for s, r in results.items()], ignore_index=True)
+    lb = um[(um["source"] == "labelbias") & (um["design"] == "equal-10") & (um["method"] == "DT")]
+    t2 = table2(um)
+    row = t2[(t2["source"] == "labelbias") & (t2["n_g"] == 10) & (t2["dataset"] != "median over datasets")]
+    assert (
+        row["subgroups"].item() == lb["subgroup"].nunique()
+        and row["units"].item() == len(lb) == 2 * lb["subgroup"].nunique()
+    )
+    median = t2[t2["dataset"] == "median over datasets"].set_index(["source", "n_g"])
+    per = t2[t2["dataset"] != "median over datasets"].groupby(["source", "n_g"])["EB/DT"].median()
+    pd.testing.assert_series_equal(median["EB/DT"].sort_index(), per.sort_index(), check_names=False)
+    t3 = table3(um, 15)
+    assert set(t3["setting"]) == {"prop. (min n_g = 10)", "n_g = 20, equal"}
+    assert set(t3.loc[t3["setting"] == "n_g = 20, equal", "metric"]) == {"accuracy"}
+    assert {"mean over datasets", "sd over datasets"} <= set(t3["dataset"])
+    assert "EB-corrected/DT" in t3.columns
+    sep = separately_table(um)
+    assert {"EB/DT", "EB/DT separately", "SR/DT separately"} <= set(sep.columns)
+    assert (sep["EB/DT separately"] > 0).all()
+    ledger = reproduction_table(t2, t3, protocol="paper", sources=["labelbias"])
+    assert set(ledger["source"]) == {"labelbias"}
+    cells = ledger.dropna(subset=["printed"])
+    assert set(cells["table"]) == {"table2", "table3"}
+    eb = cells[(cells["table"] == "table2") & (cells["metric"] == "EB/DT") & (cells["source"] == "labelbias")]
+    assert eb["printed"].tolist() == [0.81, 0.84] and eb[["paper", "corrected"]].notna().all().all()
+    assert eb["paper"].tolist() == median.loc["labelbias", "EB/DT"].tolist()
+    assert eb["corrected"].tolist() == median.loc["labelbias", "ratio EB-corrected"].tolist()
+    lasso = cells[(cells["table"] == "table3") & (cells["metric"] == "Lasso/DT")]
+    assert set(lasso["printed"]) >= {0.68, 0.34, 0.73, 0.47}

@@ -199,6 +199,11 @@ class Model(Strict):
     """For ``backend: openai``: the OpenAI-compatible endpoint."""
     api_key_env: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")] = "OPENAI_API_KEY"
     """Name of the environment variable holding the API key (never the key)."""
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    """For ``backend: openai``: seconds one API request may take before it is retried."""
+    max_retries: Annotated[int, Field(ge=0, le=20)] = 4
+    """For ``backend: openai``: retries of a request (timeouts, 408/409/429/5xx) before the job fails;
+    a dead endpoint fails a job after about ``(max_retries + 1) * timeout_s`` seconds plus back-off."""
 
     @model_validator(mode="after")
     def _backend_fields(self) -> Model:
@@ -209,8 +214,13 @@ class Model(Strict):
                 raise ValueError("an API model is a causal LM: kind must be 'causal'")
             if self.params is not None:
                 raise ValueError("params is only for backend 'hf' (an API model's weights are not ours to hold)")
-        elif self.base_url is not None:
-            raise ValueError("base_url is only for backend 'openai'")
+        else:
+            defaults = {
+                name: type(self).model_fields[name].default for name in ("base_url", "timeout_s", "max_retries")
+            }
+            given = sorted(name for name, default in defaults.items() if getattr(self, name) != default)
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for backend 'openai'")
         return self
 
     @property
@@ -314,7 +324,7 @@ class Riskscores(Study):
     questionnaire, chat templates for instruct models, threshold maximising accuracy). Both
     threshold rules and both ECE binnings are computed in every run and shown in
     ``tables/reproduction``."""
-    tasks: tuple[str, ...] = ACS_TASKS
+    tasks: tuple[str, ...] = Field(default=ACS_TASKS, min_length=1)
     """folktables task names and names under ``custom_tasks``."""
     custom_tasks: dict[Name, RiskTask] = Field(default_factory=dict)
     prompting: tuple[Literal["multiple_choice", "numeric"], ...] = Field(
@@ -371,7 +381,7 @@ class Riskscores(Study):
 
 
 class NextwordFinetune(Strict):
-    """Appendix F: fine-tune a GPT-2-style model on human responses, k-fold over passages."""
+    """Appendix F: fine-tune a GPT-2-style model as a language model on Provo passages, k-fold over passages."""
 
     model: Name | None = None
     """The model fine-tuned (one of ``studies.nextword.models``; ``null``: no fine-tuning)."""
@@ -379,12 +389,19 @@ class NextwordFinetune(Strict):
     """First and last passage (``text_id``) of the folds."""
     folds: Annotated[int, Field(ge=2)] = 4
     trainable_blocks: PositiveInt = 2
-    """Only the last this many transformer blocks are trained; every other parameter is frozen."""
+    """The last this many transformer blocks are trained (``protocol: corrected``) or only their
+    LayerNorms and the final LayerNorm (``paper``, as the authors' script); all else is frozen."""
     learning_rate: Annotated[float, Field(gt=0)] = 5e-4
     adam_eps: Annotated[float, Field(gt=0)] = 1e-8
     batch_size: PositiveInt = 5
     epochs: PositiveInt = 10
     seed: Seed = 0
+    warmup_steps: Annotated[int, Field(ge=0)] = 10
+    """Linear learning-rate warm-up steps (then linear decay to 0), as the authors' script."""
+    max_length: PositiveInt = 81
+    """Passages are padded to this many tokens (the authors' value; a longer passage is kept whole)."""
+    validation_passages: tuple[PositiveInt, PositiveInt] = (41, 55)
+    """First and last passage of the validation loss (the authors: the passages after the folds)."""
     n_samples: PositiveInt = 1000
     """Samples per held-out context from the fine-tuned model and from the model before fine-tuning."""
 
@@ -397,9 +414,9 @@ class Nextword(Study):
     n_samples_large: PositiveInt = 40
     large_models: tuple[Name, ...] = ()
     """Models sampled ``n_samples_large`` times per context (large and API models)."""
-    temperatures: tuple[Annotated[float, Field(gt=0)], ...] = (1.0, 0.5)
+    temperatures: tuple[Annotated[float, Field(gt=0)], ...] = Field(default=(1.0, 0.5), min_length=1)
     """Sampling temperatures of the non-instruct models (1.0 is unbiased sampling)."""
-    chat_modes: tuple[Literal["single", "list"], ...] = ("single", "list")
+    chat_modes: tuple[Literal["single", "list"], ...] = Field(default=("single", "list"), min_length=1)
     """Instruct models: one word per call, n calls (``single``) or one call asking for n words (``list``)."""
     max_new_tokens: PositiveInt = 12
     passages: tuple[PositiveInt, ...] = ()
@@ -423,7 +440,7 @@ class Nextword(Study):
     improvement_ks: tuple[Annotated[int, Field(ge=0, le=100)], ...] = tuple(range(0, 101, 10))
     improvement_sizes: tuple[PositiveInt, ...] = (10, 20)
     improvement_seeds: PositiveInt = 10
-    sample_sizes: tuple[PositiveInt, ...] = (10, 20, 40, 100)
+    sample_sizes: tuple[PositiveInt, ...] = Field(default=(10, 20, 40, 100), min_length=1)
     """Subsample sizes of the sample-size study (appendix C.1); needs ``n_samples`` at least the largest."""
     sample_size_seeds: PositiveInt = 10
     pos_tagger: Literal["nltk", "generated"] = "nltk"
@@ -452,9 +469,19 @@ class Nextword(Study):
         first, last = self.finetune.passages
         if last - first + 1 < self.finetune.folds:
             problems.append(f"finetune.passages: {first}..{last} has fewer passages than folds ({self.finetune.folds})")
+        if max(self.sample_sizes) > self.n_samples:
+            problems.append(
+                f"sample_sizes: {max(self.sample_sizes)} is above n_samples ({self.n_samples}): a subsample "
+                "as large as the sample has no spread to measure"
+            )
         clash = sorted(set(self.sample_files) & set(self.models))
         if clash:
             problems.append(f"sample_files: {clash[0]!r} is also a model name; give the file another name")
+        if self.finetune.model is not None and f"{self.finetune.model}-ft" in self.sample_files:
+            problems.append(
+                f"sample_files: {self.finetune.model}-ft is the fine-tuned model's system (finetune.model); "
+                "give the file another name"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -529,6 +556,14 @@ class Labelbias(Study):
     """Domain-context calibration: random-word inputs per task."""
     chat_template: bool = False
     """Send instruct models' prompts through their chat template (the study scores the plain prompt)."""
+    max_prompt_tokens: PositiveInt = 2000
+    """Under ``protocol: paper``, every prompt (scored or fine-tuned on) fits this many tokens of the
+    model's tokenizer as the authors' collator makes it (their ``max_source_length``): demonstrations
+    from the first that would overflow are dropped, and a prompt still too long is cut at its end.
+    ``corrected`` never truncates."""
+    figure_family: str | None = None
+    """The family (``families``) drawn in Figs. 2-4, as the paper draws Llama-2 (the paper config:
+    ``Llama-2``); the other families get the appendix figures (Figs. 5-8). Null: the first model's."""
     chunk_rows: PositiveInt = 64
     """Rows per checkpointed chunk of an inference shard."""
     subgroups_shots: Annotated[int, Field(ge=0)] = 0
@@ -658,6 +693,10 @@ class Decisionrisk(Study):
     embedder: Annotated[str, Field(min_length=1)] = "sentence-transformers/nq-distilbert-base-v1"
     """Sentence-transformers model (hub id or local path) of DwD's prompt-choice similarities."""
     finetune: Finetune = Finetune()
+    crossfit_folds: Annotated[int, Field(ge=2)] = 5
+    """Folds of the training confidences: each training row is scored by an encoder fine-tuned
+    without its instance (k fine-tunes on (k − 1)/k of the data, plus one on all of it for the
+    validation rows), so the rules are not fitted on in-sample confidences."""
     forest: Forest = Forest()
     normalize_loglik: bool = True
     """Generative confidences: softmax of per-token mean (true) or summed (false) log-likelihoods."""
@@ -707,6 +746,10 @@ class Config(Strict):
                 problems.append(f"models.{name}.id: {model.id!r} is a zoo path but zoo.models has no entry {zoo!r}")
         for study_name in Studies.model_fields:
             study: Study = getattr(self.studies, study_name)
+            # nextword can study pre-collected sample files alone (the paper's released samples)
+            only_files = study_name == "nextword" and bool(self.studies.nextword.sample_files)
+            if not study.models and study_name != "subgroups" and not only_files:
+                problems.append(f"studies.{study_name}.models: empty; the study needs at least one model")
             for i, name in enumerate(study.models):
                 if name not in self.models:
                     problems.append(f"studies.{study_name}.models[{i}]: unknown model {name!r} (not under models:)")
@@ -775,11 +818,15 @@ class _SafeLoaderNoRepeats(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config file (safe YAML only: no Python tags, no repeated keys).
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The raw mapping of a YAML config file (safe YAML only: no Python tags, no repeated keys).
+
+    Snakemake reads config files with a loader that keeps the last of two equal
+    keys; the workflow reads each file again with this one, so that a model key
+    given twice is an error instead of the other model's weights.
 
     Raises:
-        ConfigError: naming the file (and line) or the key path of every problem.
+        ConfigError: naming the file and line.
     """
     try:
         with open(path, encoding="utf-8") as f:
@@ -790,7 +837,16 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: cannot read the config file: {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a mapping at the top level")
-    return parse_config(raw)
+    return raw
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file (:func:`read_config_file`, then :func:`parse_config`).
+
+    Raises:
+        ConfigError: naming the file (and line) or the key path of every problem.
+    """
+    return parse_config(read_config_file(path))
 
 
 def json_schema() -> dict[str, Any]:

@@ -27,5 +27,6 @@ with logged(snakemake.log[0]):
             "max_new_tokens": p.max_new_tokens,
             "prompt_version": PROMPT_VERSION,
         },
+        model=entry,
         tokens=engine.tokens_processed,
     )

@@ -6,7 +6,7 @@ from unsure.config import Model
 from unsure.engine import load_engine
 from unsure.engine.shards import run_shard
 from unsure.labelbias.prompts import pools
-from unsure.labelbias.scoring import ItemScorer, chat_wrapper, plain, task_prompting
+from unsure.labelbias.scoring import ItemScorer, chat_wrapper, plain, prompt_fit, task_prompting
 from unsure.logs import logged
 
 with logged(snakemake.log[0]):
@@ -23,6 +23,7 @@ with logged(snakemake.log[0]):
         sets=p.sets,
         wrap=chat_wrapper(engine) if chat else plain,
         paper_prompt=p.protocol == "paper",
+        fit=prompt_fit(engine, p.max_prompt_tokens) if p.protocol == "paper" else None,
     )
     run_shard(
         items,
@@ -31,6 +32,7 @@ with logged(snakemake.log[0]):
         shard=int(snakemake.wildcards.lb_shard),
         n_shards=p.shards,
         chunk_rows=p.chunk_rows,
-        fingerprint={"model": p.entry, "shots": list(p.shots), "sets": p.sets, "chat": chat, "protocol": p.protocol},
+        fingerprint={"model": p.entry, "shots": list(p.shots), "sets": p.sets, "chat": chat, "protocol": p.protocol}
+        | ({"max_prompt_tokens": p.max_prompt_tokens} if p.protocol == "paper" else {}),
         tokens=engine.tokens_processed,
     )

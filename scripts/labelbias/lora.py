@@ -32,5 +32,7 @@ with logged(snakemake.log[0]) as log:
         settings=settings,
         adapters=snakemake.output.adapters,
         chat=p.chat and entry.instruct,
+        paper=p.protocol == "paper",
+        max_prompt_tokens=p.max_prompt_tokens,
     )
     write_parquet(snakemake.output.scores, scores)

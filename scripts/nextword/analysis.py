@@ -59,7 +59,14 @@ with logged(snakemake.log[0]) as log:
     seeds = range(o["seed"], o["seed"] + o["sample_size_seeds"])
     write_parquet(snakemake.output.sample_size, sample_size_study(model, human, sizes=sizes, seeds=seeds))
     groups = group_tvds(
-        model, splits, positions, tagger=tagger, vectors=vectors, k_max=o["meaning_k_max"], seed=o["seed"]
+        model,
+        splits,
+        positions,
+        tagger=tagger,
+        vectors=vectors,
+        k_max=o["meaning_k_max"],
+        seed=o["seed"],
+        human=human if o["protocol"] == "paper" else None,  # the authors: model vs all responses
     )
     write_parquet(snakemake.output.groups, groups)
     write_json(snakemake.output.notes, notes)

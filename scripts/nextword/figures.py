@@ -1,4 +1,4 @@
-"""Draw figures 1-4 and the appendix figures (PNG and PDF)."""
+"""Draw figures 1-4, 5, 10, 12 and the appendix figures (PNG and PDF)."""
 
 from pathlib import Path
 
@@ -8,7 +8,7 @@ from unsure.logs import logged
 from unsure.nextword import plots
 from unsure.nextword.data import read_samples
 from unsure.nextword.distributions import restrict
-from unsure.nextword.study import fold_tvds, pick_example_positions
+from unsure.nextword.study import fold_tvds, pick_example_positions, tvd_differences
 
 with logged(snakemake.log[0]):
     i, p = snakemake.input, snakemake.params
@@ -19,12 +19,16 @@ with logged(snakemake.log[0]):
         fold_tvds({"base": read_samples(b), "fine-tuned": read_samples(t)}, human, splits, fold=k)
         for k, (b, t) in enumerate(zip(i.base, i.tuned, strict=True))
     ]
+    tvds, hardness = pd.read_parquet(i.tvd), pd.read_parquet(i.hardness)
     figures = {
         "fig1": plots.fig1_top_words(human, model, positions, pick_example_positions(restrict(human, model)), p.system),
-        "fig2": plots.fig2_tvd_kde(pd.read_parquet(i.tvd), p.systems),
+        "fig2": plots.fig2_tvd_kde(tvds, p.systems, p.protocol),
         "fig3": plots.fig3_ard(pd.read_parquet(i.ard)),
-        "fig4": plots.fig4_groups(pd.read_parquet(i.groups)),
-        "appB_predictors": plots.app_predictors(pd.read_parquet(i.hardness)),
+        "fig4": plots.fig4_groups(pd.read_parquet(i.groups), p.protocol),
+        "fig5": plots.fig5_biased_tvd(pd.read_parquet(i.biased_tvd)),
+        "fig10": plots.fig10_pos(hardness),
+        "fig12": plots.fig12_tvd_differences(tvd_differences(tvds, p.systems)),
+        "appB_predictors": plots.app_predictors(hardness),
         "appC_sample_size": plots.app_sample_size(pd.read_parquet(i.sample_size)),
         "appD_tokens": plots.app_tokens(pd.read_parquet(i.tokens)),
         "appE_improvement": plots.app_improvement(pd.read_parquet(i.improvement)),

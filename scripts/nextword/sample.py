@@ -3,6 +3,7 @@
 import pandas as pd
 import torch
 
+from unsure.config import Model
 from unsure.engine import load_engine
 from unsure.engine.shards import run_shard
 from unsure.logs import logged
@@ -12,8 +13,9 @@ torch.set_num_threads(snakemake.threads)
 
 with logged(snakemake.log[0]) as log:
     p, wc = snakemake.params, snakemake.wildcards
+    entry = Model.model_validate(p.entry)
     rows = position_rows(pd.read_parquet(snakemake.input.positions))
-    engine = load_engine(p.entry)
+    engine = load_engine(entry)
     if wc.mode in ("single", "list"):
         score = chat_scorer(engine, mode=wc.mode, n=p.n, seed=p.seed, max_new_tokens=p.max_new_tokens)
     else:
@@ -27,6 +29,7 @@ with logged(snakemake.log[0]) as log:
         shard=int(wc.shard),
         n_shards=p.n_shards,
         chunk_rows=16,
-        fingerprint={"model": p.entry.model_dump(), "mode": wc.mode, "n": p.n, "seed": p.seed},
+        fingerprint={"model": p.entry, "mode": wc.mode, "n": p.n, "seed": p.seed},
+        model=entry,
         tokens=engine.tokens_processed,
     )

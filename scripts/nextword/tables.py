@@ -14,7 +14,7 @@ from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.nextword.data import read_samples
 from unsure.nextword.inference import biased_table
-from unsure.nextword.study import protocol_tables, table2, table3, table4, token_level_tvds
+from unsure.nextword.study import biased_tvds, protocol_tables, table2, table3, table4, token_level_tvds
 from unsure.report import write_table
 
 with logged(snakemake.log[0]) as log:
@@ -42,16 +42,13 @@ with logged(snakemake.log[0]) as log:
     )
     write_table(t1, out / "table1", caption=caption)
     n_shards = len(i.biased) // max(1, len(p.biased_models))
+    biased = {
+        m: biased_table([pd.read_parquet(x) for x in i.biased[k * n_shards : (k + 1) * n_shards]])
+        for k, m in enumerate(p.biased_models)
+    }
+    write_parquet(snakemake.output.biased_tvd, biased_tvds(biased, human, splits))  # figure 5
     frames = [
-        table2(
-            read_samples(i.samples[k], known=human),
-            biased_table([pd.read_parquet(x) for x in i.biased[k * n_shards : (k + 1) * n_shards]]),
-            human,
-            corpus,
-            splits,
-            model=m,
-            n_bins=p.n_bins,
-        )
+        table2(read_samples(i.samples[k], known=human), biased[m], human, corpus, splits, model=m, n_bins=p.n_bins)
         for k, m in enumerate(p.biased_models)
     ]
     t2 = frames[0] if frames else pd.DataFrame({"metric": [], "note": []})
@@ -68,7 +65,22 @@ with logged(snakemake.log[0]) as log:
     tokens = (
         pd.concat(tvds, ignore_index=True)
         if tvds
-        else pd.DataFrame(columns=["text_id", "word_num", "tvd_model", "tvd_oracle", "mass", "model"])
+        else pd.DataFrame(
+            columns=[
+                "text_id",
+                "word_num",
+                "tvd_model",
+                "tvd_oracle",
+                "mass",
+                *(f"{c}_{n}" for n in ("model", "oracle1", "oracle2") for c in ("confidence", "correct")),
+                "model",
+            ]
+        )
     )
     write_parquet(snakemake.output.tokens, tokens)
-    write_table(table4(tokens), out / "table4", caption="Token level: model vs the humans' first tokens (appendix D)")
+    write_table(
+        table4(tokens, n_bins=p.n_bins),
+        out / "table4",
+        caption="Token level (appendix D): ECE against the humans' majority first token for the model's modal token "
+        "and the two oracle halves, expected TVD and the model's mass on the human tokens",
+    )

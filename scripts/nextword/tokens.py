@@ -3,6 +3,7 @@
 import pandas as pd
 import torch
 
+from unsure.config import Model
 from unsure.engine import load_engine
 from unsure.engine.shards import run_shard
 from unsure.logs import logged
@@ -12,11 +13,12 @@ torch.set_num_threads(snakemake.threads)
 
 with logged(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards
-    if p.entry.backend != "hf":
+    entry = Model.model_validate(p.entry)
+    if entry.backend != "hf":
         raise ValueError(
             f"studies.nextword.token_models: {wc.model!r} is not a Hugging Face model (no token log-probabilities)"
         )
-    engine = load_engine(p.entry)
+    engine = load_engine(entry)
     run_shard(
         position_rows(pd.read_parquet(snakemake.input.positions)),
         token_scorer(engine, pd.read_parquet(snakemake.input.human)),
@@ -24,6 +26,7 @@ with logged(snakemake.log[0]):
         shard=0,
         n_shards=1,
         chunk_rows=64,
-        fingerprint={"model": p.entry.model_dump()},
+        fingerprint={"model": p.entry, "modal_token": True},
+        model=entry,
         tokens=engine.tokens_processed,
     )

@@ -1,5 +1,6 @@
-"""Increasing evidence: AUC, ECE and score spread as features are added two at a time
-(in order of XGBoost's permutation importance), for one model (or XGBoost) on one task."""
+"""Increasing evidence: AUC, ECE, score spread and per-row scores as features are added two at
+a time (least important first, by mean permutation importance over every model analysed), for
+one model (or XGBoost) on one task."""
 
 import pandas as pd
 
@@ -7,7 +8,7 @@ from unsure.config import Model
 from unsure.engine import load_engine
 from unsure.io import write_parquet
 from unsure.logs import logged
-from unsure.riskscores.analysis import increasing_evidence
+from unsure.riskscores.analysis import evidence_order, increasing_evidence
 from unsure.riskscores.baselines import fit_baseline, positive_scores
 from unsure.riskscores.dictionary import read_dictionary
 from unsure.riskscores.scoring import feature_scorer
@@ -19,11 +20,8 @@ with logged(snakemake.log[0]) as log:
     task = task_from_spec(wc.rs_task, p.spec, dictionary)
     rows = pd.read_parquet(snakemake.input.rows)
     evaluation = rows[rows["split"] == "eval"].head(p.rows).reset_index(drop=True)
-    order = (
-        pd.read_parquet(snakemake.input.order)
-        .sort_values("auc_drop", ascending=False, kind="stable")["feature"]
-        .tolist()
-    )
+    order = evidence_order(pd.concat([pd.read_parquet(path) for path in snakemake.input.order]))
+    log.info("features added in this order (least important first): %s", order)
     if p.model is None:
         train = rows[rows["split"] == "train"]
 

@@ -38,5 +38,6 @@ with logged(snakemake.log[0]) as log:
         n_shards=p.shards,
         chunk_rows=p.chunk_rows,
         fingerprint=fingerprint,
+        model=entry,
         tokens=engine.tokens_processed,
     )

@@ -5,15 +5,22 @@ The config is checked twice before any job runs: by the typed model in
 naming an undefined model) and by the JSON schema generated from it.
 """
 
+import json
+
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from unsure.config import ConfigError, parse_config
+from unsure.config import ConfigError, parse_config, read_config_file
 from unsure.controller import clear_stale_locks, forget_controller, record_controller
 from unsure.paths import slug
+from unsure.provenance import study_settings
 
 try:
+    for (
+        path
+    ) in workflow.configfiles:  # Snakemake's loader keeps the last of two equal keys
+        read_config_file(path)
     CFG = parse_config(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
@@ -83,3 +90,6 @@ def report_outputs(study, kind, names, labels=None, captions=None):
                 )
             files.append(path)
     return files
+
+
+STUDIES = ["riskscores", "nextword", "subgroups", "labelbias", "decisionrisk"]

@@ -18,10 +18,11 @@ DR_ENCODER = DECISIONRISK.encoder
 DR_MODELS = list(DECISIONRISK.models)
 DR_BENCHMARKS = list(DECISIONRISK.benchmarks) if DR_ENCODER else []
 DR_SHARDS = DECISIONRISK.shards
-DR_TABLES = ["table1", "table2", "verbal_parse"]
+DR_TABLES = ["table1", "table2", "verbal_parse", "reproduction"]
 # Which models each table and figure is about, in the report.
 DR_LABELS = {
-    name: {"model": "encoder and all models"} for name in ["table1", "table2", "fig2"]
+    name: {"model": "encoder and all models"}
+    for name in ["table1", "table2", "fig2", "reproduction"]
 } | {"verbal_parse": {"model": "instruct models"}}
 # A zoo path as embedder is built by the zoo rule first.
 DR_EMBEDDER_FILES = (
@@ -66,6 +67,7 @@ rule decisionrisk_encoder:
     params:
         model=CFG.models[DR_ENCODER].model_dump() if DR_ENCODER else {},
         settings=DECISIONRISK.finetune.model_dump(),
+        folds=DECISIONRISK.crossfit_folds,
         chunk_rows=DECISIONRISK.chunk_rows,
         seed=DECISIONRISK.seed,
     script:
@@ -169,19 +171,28 @@ rule decisionrisk_tables:
         injections=list(DECISIONRISK.injections),
         levels=list(DECISIONRISK.levels),
         rrr_level=DECISIONRISK.rrr_level,
+        encoder=DR_ENCODER,
+        protocol=DECISIONRISK.protocol,
     script:
         "../../scripts/decisionrisk/tables.py"
 
 
 rule decisionrisk_figures:
     input:
-        expand(f"{DR}/scores/decisions/{{benchmark}}.parquet", benchmark=DR_BENCHMARKS),
+        decisions=expand(
+            f"{DR}/scores/decisions/{{benchmark}}.parquet", benchmark=DR_BENCHMARKS
+        ),
+        confidences=expand(
+            f"{DR}/scores/confidences/{{benchmark}}.parquet", benchmark=DR_BENCHMARKS
+        ),
     output:
         report_outputs("decisionrisk", "figures", ["fig2"], DR_LABELS),
     log:
         f"{DR_LOGS}/figures.log",
     conda:
         "../../envs/unsure.yaml"
+    params:
+        benchmarks=DR_BENCHMARKS,
     script:
         "../../scripts/decisionrisk/figures.py"
 

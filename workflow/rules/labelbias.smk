@@ -5,7 +5,7 @@ every item under every k / demonstration-set context) [+ lora (model x k x set
 x part: fine-tune per task, score)] -> evaluate (per model: calibration, metrics)
 -> tables, figures, and the per-instance file for the subgroups study."""
 
-from unsure.labelbias.lineup import appendix_pairs, figure_names, model_table
+from unsure.labelbias.lineup import figure_lineup, model_table
 
 LABELBIAS = CFG.studies.labelbias
 # The label scoring the tables and figures lead with (both are computed from one inference run).
@@ -18,13 +18,17 @@ LB_MODEL_TABLE = model_table(
     {m: CFG.models[m].instruct for m in LB_MODELS},
     {m: (f.family, f.size) for m, f in LABELBIAS.families.items()},
 )
-LB_FIGURES = figure_names(LB_MODEL_TABLE)
+try:
+    LB_FIGURE_SPECS = figure_lineup(LB_MODEL_TABLE, LABELBIAS.figure_family)
+except ValueError as err:
+    raise WorkflowError(f"config key {err}") from None
+LB_FIGURES = [spec.name for spec in LB_FIGURE_SPECS]
 LB_TABLES = ["tasks", "per_task", "summary", "reproduction"]
-# In the report: the appendix figures (after fig2-fig4), one per (family, size), share a caption.
-LB_APPENDIX = dict(zip(LB_FIGURES[3:], appendix_pairs(LB_MODEL_TABLE)))
-LB_FIGURE_LABELS = {fig: {"model": "all models"} for fig in LB_FIGURES[:3]} | {
-    fig: {"model": f"{family} {size}"} for fig, (family, size) in LB_APPENDIX.items()
+# In the report: each figure is labelled with the family it draws; appendix figures share a caption.
+LB_FIGURE_LABELS = {
+    spec.name: {"model": spec.family or "every family"} for spec in LB_FIGURE_SPECS
 }
+LB_FIGURE_CAPTIONS = {spec.name: spec.caption for spec in LB_FIGURE_SPECS}
 LB_LORA = LABELBIAS.lora
 LB_LORA_MODELS = (
     (list(LB_LORA.models) or LB_MODELS) if LB_LORA.enabled and LB_MODELS else []
@@ -115,6 +119,7 @@ rule labelbias_infer:
         chat=LABELBIAS.chat_template,
         chunk_rows=LABELBIAS.chunk_rows,
         protocol=LABELBIAS.protocol,
+        max_prompt_tokens=LABELBIAS.max_prompt_tokens,
     script:
         "../../scripts/labelbias/infer.py"
 
@@ -140,6 +145,8 @@ rule labelbias_lora:
         parts=LB_LORA.shards,
         chat=LABELBIAS.chat_template,
         seed=LABELBIAS.seed,
+        protocol=LABELBIAS.protocol,
+        max_prompt_tokens=LABELBIAS.max_prompt_tokens,
     script:
         "../../scripts/labelbias/lora.py"
 
@@ -193,7 +200,7 @@ rule labelbias_figures:
             "figures",
             LB_FIGURES,
             LB_FIGURE_LABELS,
-            {fig: "fig_family" for fig in LB_APPENDIX},
+            LB_FIGURE_CAPTIONS,
         ),
     log:
         f"{LB_LOGS}/figures.log",
@@ -203,6 +210,7 @@ rule labelbias_figures:
         models=LB_MODEL_TABLE.to_dict("list"),
         protocol=LABELBIAS.protocol,
         scoring=LB_SCORING,
+        figure_family=LABELBIAS.figure_family,
     script:
         "../../scripts/labelbias/figures.py"
 

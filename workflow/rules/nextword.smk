@@ -17,6 +17,9 @@ NW_FIGURES = [
     "fig2",
     "fig3",
     "fig4",
+    "fig5",
+    "fig10",
+    "fig12",
     "appB_predictors",
     "appC_sample_size",
     "appD_tokens",
@@ -38,6 +41,10 @@ NW_SYSTEMS = {
     for m, mode in NW_RUNS
 }
 NW_SYSTEMS.update(NW.sample_files)
+# Table 1's GPT2_F: the fine-tuned model's samples of each held-out fold, one system like any other.
+NW_FINETUNED = f"{NWR}/samples/{NW.finetune.model}/finetuned.jsonl"
+if NW.finetune.model:
+    NW_SYSTEMS[f"{NW.finetune.model}-ft"] = NW_FINETUNED
 # The model every follow-up analysis looks at: the first non-instruct model sampled without bias.
 NW_MAIN = next((m for m, mode in NW_RUNS if mode == "t1"), next(iter(NW_SYSTEMS)))
 # Which systems each table and figure shows, in the report.
@@ -51,6 +58,8 @@ NW_TABLE_LABELS = {
 NW_FIGURE_LABELS = {
     **{fig: {"model": NW_MAIN} for fig in NW_FIGURES},
     "fig2": {"model": "all systems"},
+    "fig5": {"model": ", ".join(NW.biased_models) or "none configured"},
+    "fig12": {"model": "all systems"},
     "appD_tokens": {"model": ", ".join(NW.token_models) or "none configured"},
     "appF_finetune": {"model": NW.finetune.model or "none configured"},
 }
@@ -74,6 +83,7 @@ rule nextword_prepare:
         human=f"{NWR}/scores/human.parquet",
         corpus=f"{NWR}/scores/corpus.parquet",
         splits=f"{NWR}/scores/splits.parquet",
+        typed=f"{NWR}/scores/typed.parquet",
     log:
         f"{NW_LOGS}/prepare.log",
     conda:
@@ -99,7 +109,7 @@ rule nextword_sample:
     resources:
         gpu=lambda wc: model_gpus(wc.model),
     params:
-        entry=lambda wc: CFG.models[wc.model],
+        entry=lambda wc: CFG.models[wc.model].model_dump(),
         n=lambda wc: (
             NW.n_samples_large if wc.model in NW.large_models else NW.n_samples
         ),
@@ -130,8 +140,7 @@ rule nextword_merge_samples:
 rule nextword_biased:
     input:
         positions=f"{NWR}/scores/positions.parquet",
-        human=f"{NWR}/scores/human.parquet",
-        corpus=f"{NWR}/scores/corpus.parquet",
+        typed=f"{NWR}/scores/typed.parquet",
         samples=f"{NWR}/samples/{{model}}/t1.jsonl",
         model=lambda wc: model_files(wc.model),
     output:
@@ -143,7 +152,7 @@ rule nextword_biased:
     resources:
         gpu=lambda wc: model_gpus(wc.model),
     params:
-        entry=lambda wc: CFG.models[wc.model],
+        entry=lambda wc: CFG.models[wc.model].model_dump(),
         n_shards=NW.shards,
         nucleus=list(NW.nucleus),
         nucleus_samples=NW.nucleus_samples,
@@ -167,15 +176,14 @@ rule nextword_tokens:
     resources:
         gpu=lambda wc: model_gpus(wc.model),
     params:
-        entry=lambda wc: CFG.models[wc.model],
+        entry=lambda wc: CFG.models[wc.model].model_dump(),
     script:
         "../../scripts/nextword/tokens.py"
 
 
 rule nextword_finetune:
     input:
-        positions=f"{NWR}/scores/positions.parquet",
-        human=f"{NWR}/scores/human.parquet",
+        norms=PROVO_NORMS,
         model=lambda wc: model_files(NW.finetune.model),
     output:
         model=directory(f"{NWR}/finetune/fold{{fold}}/model"),
@@ -187,8 +195,9 @@ rule nextword_finetune:
     resources:
         gpu=lambda wc: model_gpus(NW.finetune.model),
     params:
-        entry=CFG.models[NW.finetune.model] if NW.finetune.model else None,
+        entry=CFG.models[NW.finetune.model].model_dump() if NW.finetune.model else None,
         settings=NW.finetune.model_dump(),
+        protocol=NW.protocol,
     script:
         "../../scripts/nextword/finetune.py"
 
@@ -208,12 +217,25 @@ rule nextword_finetune_sample:
     resources:
         gpu=lambda wc: model_gpus(NW.finetune.model),
     params:
-        entry=CFG.models[NW.finetune.model] if NW.finetune.model else None,
+        entry=CFG.models[NW.finetune.model].model_dump() if NW.finetune.model else None,
         settings=NW.finetune.model_dump(),
         seed=NW.seed,
         max_new_tokens=NW.max_new_tokens,
     script:
         "../../scripts/nextword/finetune_sample.py"
+
+
+rule nextword_finetune_merge:
+    input:
+        expand(f"{NWR}/finetune/fold{{fold}}/tuned.jsonl", fold=NW_FOLDS),
+    output:
+        NW_FINETUNED,
+    log:
+        f"{NW_LOGS}/finetune/merge.log",
+    conda:
+        "../../envs/unsure.yaml"
+    script:
+        "../../scripts/nextword/finetune_merge.py"
 
 
 if NW.pos_tagger == "nltk" and not NW.nltk_data:
@@ -313,6 +335,7 @@ rule nextword_tables:
     output:
         report_outputs("nextword", "tables", NW_TABLES, NW_TABLE_LABELS),
         tokens=f"{NWR}/scores/token_tvd.parquet",
+        biased_tvd=f"{NWR}/scores/biased_tvd.parquet",
     log:
         f"{NW_LOGS}/tables.log",
     conda:
@@ -341,6 +364,7 @@ rule nextword_figures:
         sample_size=f"{NWR}/scores/sample_size.parquet",
         groups=f"{NWR}/scores/group_tvd.parquet",
         tokens=f"{NWR}/scores/token_tvd.parquet",
+        biased_tvd=f"{NWR}/scores/biased_tvd.parquet",
         losses=expand(f"{NWR}/finetune/fold{{fold}}/losses.parquet", fold=NW_FOLDS),
         base=expand(f"{NWR}/finetune/fold{{fold}}/base.jsonl", fold=NW_FOLDS),
         tuned=expand(f"{NWR}/finetune/fold{{fold}}/tuned.jsonl", fold=NW_FOLDS),
@@ -353,6 +377,7 @@ rule nextword_figures:
     params:
         system=NW_MAIN,
         systems=list(NW_SYSTEMS),
+        protocol=NW.protocol,
     script:
         "../../scripts/nextword/figures.py"
 

@@ -28,6 +28,9 @@ RS_FIGURES = [
     "figA1",
     "figA2",
     "figA3",
+    "figA4",
+    "figA5",
+    "figA6",
     "figA7",
     "figA8",
     "figA9",
@@ -42,6 +45,21 @@ RS_EVIDENCE = [
     for t in RISK.analysis_tasks("evidence")
     for m in [*RISK.analysis_models("evidence"), "xgboost"]
 ]
+
+# Importance files whose mean orders a task's evidence features (least important first): every
+# model whose importance is computed on the task anyway (XGBoost always), so that ordering
+# never asks for an LLM analysis the config did not.
+RS_ORDER = {
+    t: [
+        f"{RS}/analysis/importance/{m}/{t}.parquet"
+        for m in ([m for m, task in RS_IMPORTANCE if task == t] or ["xgboost"])
+    ]
+    for t in RISK.tasks
+}
+# figure A4: a web-API model's subgroup calibration (the paper: GPT-4o mini); else the first model
+RS_API_MODEL = next(
+    (m for m in RISK.models if CFG.models[m].backend == "openai"), RISK.models[0]
+)
 # What each table and figure is about, in the report; one-task figures show the first task.
 RS_TABLE_LABELS = {table: {"task": t} for t, table in zip(RISK.tasks, RS_TABLES)} | {
     # one task: that task's name, so that the label does not become a report toggle
@@ -68,11 +86,14 @@ RS_FIGURE_LABELS = {
     "fig2": {"task": "all tasks", "model": "instruct models"},
     "fig3": {"task": RISK.tasks[0], "model": "base vs instruct"},
     "fig4": {"task": RISK.tasks[0], "model": "all models, LR, XGBoost"},
-    "fig5": {"task": RISK.tasks[0], "model": "base vs instruct"},
-    "fig6": {"task": RISK.tasks[0], "model": "all models"},
+    "fig5": {"task": RISK.tasks[0], "model": "base vs instruct, XGBoost"},
+    "fig6": {"task": RISK.tasks[0], "model": "largest subgroup gap"},
     "figA1": {"task": "all tasks", "model": "all models"},
     "figA2": {"task": "all tasks", "model": "all models"},
-    "figA3": {"task": RISK.tasks[0], "model": "all models"},
+    "figA3": {"task": RISK.tasks[0], "model": "all models, XGBoost"},
+    "figA4": {"task": RISK.tasks[0], "model": RS_API_MODEL},
+    "figA5": {"task": RISK.tasks[0], "model": "all models"},
+    "figA6": {"task": RISK.tasks[0], "model": "all models"},
     "figA7": RS_ANALYSIS_LABELS["evidence"],
     "figA8": RS_ANALYSIS_LABELS["evidence"],
     "figA9": RS_ANALYSIS_LABELS["importance"],
@@ -221,7 +242,7 @@ rule riskscores_evidence:
     input:
         rows=f"{RS}/data/{{rs_task}}.parquet",
         dictionary=ACS_DICTIONARY,
-        order=f"{RS}/analysis/importance/xgboost/{{rs_task}}.parquet",
+        order=lambda wc: RS_ORDER[wc.rs_task],
         model=lambda wc: [] if wc.rs_model == "xgboost" else model_files(wc.rs_model),
     output:
         f"{RS}/analysis/evidence/{{rs_model}}/{{rs_task}}.parquet",
@@ -307,6 +328,9 @@ rule riskscores_figures:
         models={m: CFG.models[m].instruct for m in RISK.models},
         tasks=list(RISK.tasks),
         subgroup_column=RISK.subgroup_column,
+        api_model=RS_API_MODEL,
+        api_model_is_api=CFG.models[RS_API_MODEL].backend == "openai",
+        protocol=RISK.protocol,
     script:
         "../../scripts/riskscores/figures.py"
 

@@ -10,7 +10,7 @@ SUBGROUPS = CFG.studies.subgroups
 SG = "results/subgroups"
 SG_LOGS = f"{SG}/logs"
 SG_SOURCES = list(type(SUBGROUPS.inputs).model_fields)
-SG_TABLES = ["table1", "table2", "table3", "loco"]
+SG_TABLES = ["table1", "table2", "table3", "separately", "loco", "reproduction"]
 SG_FIGURES = ["fig1", "fig2", "fig3", "fig4", "fig7"]
 # what each figure is about, in the report (fig1: one model of the first source)
 SG_FIGURE_LABELS = {
@@ -145,6 +145,9 @@ rule subgroups_tables:
     params:
         sources=SG_SOURCES,
         small_n=SUBGROUPS.small_subgroup,
+        protocol=SUBGROUPS.protocol,
+        # the paper's Tables 2 and 3 are about LLM results; riskscores is tabular (its Fig. 7)
+        ledger_sources=[s for s in SG_SOURCES if s != "riskscores"],
     script:
         "../../scripts/subgroups/tables.py"
 

@@ -201,6 +201,19 @@ def verbal_parse_table(confidences: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "benchmark", "replies", "unparseable", "unparseable_share"])
 
 
+def unparsed_notes(confidences: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], str]:
+    """Per (``model (verbal)``, benchmark) with unparseable chat replies: a note for its figure panel."""
+    notes = {}
+    for benchmark, row in verbal_parse_table(confidences).set_index("benchmark").iterrows():
+        if row["unparseable"]:
+            share = row["unparseable_share"]
+            what = "all" if share == 1 else f"{share:.0%} of"
+            notes[(f"{row['model']} (verbal)", str(benchmark))] = (
+                f"{what} {row['replies']} replies unparseable (uniform confidences)"
+            )
+    return notes
+
+
 def subgroups_input(instances: pd.DataFrame, confidences: pd.DataFrame) -> pd.DataFrame:
     """Per-instance rows for the subgroups study (schema in :mod:`unsure.subgroups.schema`).
 

@@ -6,12 +6,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from collections.abc import Mapping
+
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
 
-def risk_coverage_figure(curves: pd.DataFrame) -> Figure:
+def risk_coverage_figure(curves: pd.DataFrame, notes: Mapping[tuple[str, str], str] | None = None) -> Figure:
     """Fig. 2: error among answered instances as coverage grows; one panel per model and benchmark.
 
     ``curves`` is :func:`unsure.decisionrisk.evaluate.risk_coverage_curves`.
@@ -22,6 +24,9 @@ def risk_coverage_figure(curves: pd.DataFrame) -> Figure:
     through coverages no threshold gives. A panel without curves (a model
     with no confidences on that benchmark, e.g. a chat model whose
     log-likelihoods the API does not give) carries a note saying so.
+    ``notes`` maps (model label, benchmark) to a note printed above that panel,
+    e.g. that a chat model's replies could not be parsed, so its curves come
+    from uniform confidences and the prompt features alone.
     """
     if curves.empty:
         raise ValueError("no risk-coverage curves to draw")
@@ -44,9 +49,13 @@ def risk_coverage_figure(curves: pd.DataFrame) -> Figure:
     grid.set_axis_labels("coverage (share answered)", "risk (error among answered)")
     grid.set_titles(row_template="{row_name}", col_template="{col_name}")
     grid.set(xlim=(0, 1))
-    for ax in grid.axes.flat:
+    for (model, benchmark), ax in grid.axes_dict.items():
         if not ax.lines:
             ax.text(0.5, 0.5, "no curves: no confidences\nfor this model here", ha="center", va="center",
                     transform=ax.transAxes, fontsize=7, color="0.4")  # fmt: skip
+        note = (notes or {}).get((str(model), str(benchmark)))
+        if note:  # above the panel (under a column title), where it hides no curve
+            title = ax.get_title()
+            ax.set_title(f"{title}\n{note}" if title else note, fontsize=7, color="0.2")
     fig: Figure = grid.figure
     return fig

@@ -8,7 +8,10 @@ backoff on 408/409/429/5xx (honouring ``Retry-After``).
 
 The API key is read from the environment variable the model entry names and
 handed to the client only; it never appears in this module's logs, errors or
-outputs.
+outputs (an error body that echoes it is redacted). Every reply is checked
+before it is read: the number of choices asked for, and the fields a request
+kind needs; anything else is an :class:`APIResponseError` naming the model,
+the endpoint and what was wrong, never a bare ``TypeError``.
 
 No chat endpoint lets a reply be pre-filled, so a chat prompt's prefill
 (``Answer:``) ends the user turn instead, as folktexts asks web-API models:
@@ -27,8 +30,9 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -86,8 +90,8 @@ class APIEngine:
         base_url: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         chat: bool = True,
-        max_retries: int = 6,
-        timeout: float = 120.0,
+        max_retries: int = 4,
+        timeout: float = 60.0,
         concurrency: int = 8,
         top_logprobs: int = MAX_TOP_LOGPROBS,
     ) -> None:
@@ -104,7 +108,9 @@ class APIEngine:
         self.chat = chat
         self.top_logprobs = min(top_logprobs, MAX_TOP_LOGPROBS)
         self.concurrency = concurrency
+        self.timeout = timeout
         self.client = OpenAI(api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout)
+        self._secret = key
         self._tokens = 0
         self._lock = threading.Lock()
 
@@ -113,7 +119,8 @@ class APIEngine:
         """Connect exactly as a ``models:`` entry with ``backend: openai`` says."""
         if entry.backend != "openai":
             raise ValueError(f"model {entry.id!r} has backend {entry.backend!r}, not 'openai'")
-        return cls(entry.id, base_url=entry.base_url, api_key_env=entry.api_key_env, chat=entry.instruct, **kwargs)
+        settings: dict[str, Any] = {"timeout": entry.timeout_s, "max_retries": entry.max_retries, **kwargs}
+        return cls(entry.id, base_url=entry.base_url, api_key_env=entry.api_key_env, chat=entry.instruct, **settings)
 
     def tokens_processed(self) -> int:
         """Prompt plus completion tokens the API reported so far."""
@@ -185,6 +192,8 @@ class APIEngine:
         if self.chat:
             res = self._call(
                 self.client.chat.completions.create,
+                kind,
+                1,
                 model=self.model_id,
                 messages=self._messages(prompt),
                 max_tokens=1,
@@ -192,22 +201,26 @@ class APIEngine:
                 logprobs=True,
                 top_logprobs=self.top_logprobs,
             )
-            content = res.choices[0].logprobs.content if res.choices[0].logprobs else None
-            if not content:
-                raise self._no_logprobs(kind)
-            return [(t.token, math.exp(t.logprob)) for t in content[0].top_logprobs]
+            with self._reading(kind):
+                content = res.choices[0].logprobs.content if res.choices[0].logprobs else None
+                if not content:
+                    raise self._no_logprobs(kind)
+                return [(str(t.token), math.exp(float(t.logprob))) for t in content[0].top_logprobs]
         res = self._call(
             self.client.completions.create,
+            kind,
+            1,
             model=self.model_id,
             prompt=prompt,
             max_tokens=1,
             temperature=0,
             logprobs=self.top_logprobs,
         )
-        lp = res.choices[0].logprobs
-        if lp is None or not lp.top_logprobs or lp.top_logprobs[0] is None:
-            raise self._no_logprobs(kind)
-        return [(tok, math.exp(v)) for tok, v in lp.top_logprobs[0].items()]
+        with self._reading(kind):
+            lp = res.choices[0].logprobs
+            if lp is None or not lp.top_logprobs or lp.top_logprobs[0] is None:
+                raise self._no_logprobs(kind)
+            return [(str(tok), math.exp(float(v))) for tok, v in lp.top_logprobs[0].items()]
 
     def continuation_scores(self, requests: Sequence[ContinuationRequest]) -> list[ContinuationScores]:
         """Log-likelihoods of given continuations from ``/completions`` with ``echo``.
@@ -233,6 +246,8 @@ class APIEngine:
             raise ValueError(f"model {self.model_id!r}: continuation scores need a non-empty context")
         res = self._call(
             self.client.completions.create,
+            "continuation",
+            len(req.continuations),
             model=self.model_id,
             prompt=[req.context + c for c in req.continuations],
             max_tokens=1,
@@ -240,7 +255,10 @@ class APIEngine:
             logprobs=1,
             echo=True,
         )
-        choices = sorted(res.choices, key=lambda c: c.index)
+        with self._reading("continuation"):
+            return self._continuation_scores(req, sorted(res.choices, key=lambda c: c.index))
+
+    def _continuation_scores(self, req: ContinuationRequest, choices: list[Any]) -> ContinuationScores:
         logprob, n_tokens, greedy = [], [], []
         for cont, choice in zip(req.continuations, choices, strict=True):
             lp = choice.logprobs
@@ -340,6 +358,8 @@ class APIEngine:
         if self.chat:
             res = self._call(
                 self.client.chat.completions.create,
+                "reply",
+                n,
                 model=self.model_id,
                 messages=self._messages(prompt),
                 n=n,
@@ -347,10 +367,13 @@ class APIEngine:
                 temperature=temperature,
                 **extra,
             )
-            choices = sorted(res.choices, key=lambda c: c.index)
-            return [(c.message.content or "", c.finish_reason == "stop") for c in choices]
+            with self._reading("reply"):
+                choices = sorted(res.choices, key=lambda c: c.index)
+                return [(_text(c.message.content), c.finish_reason == "stop") for c in choices]
         res = self._call(
             self.client.completions.create,
+            "reply",
+            n,
             model=self.model_id,
             prompt=prompt,
             n=n,
@@ -358,35 +381,68 @@ class APIEngine:
             temperature=temperature,
             **extra,
         )
-        return [(c.text, c.finish_reason == "stop") for c in sorted(res.choices, key=lambda c: c.index)]
+        with self._reading("reply"):
+            return [(_text(c.text), c.finish_reason == "stop") for c in sorted(res.choices, key=lambda c: c.index)]
 
     # ------------------------------------------------------------------ plumbing
 
-    def _call(self, create: Callable[..., Any], **kwargs: Any) -> Any:
+    @property
+    def _where(self) -> str:
+        return f"model {self.model_id!r} at {self.base_url or 'api.openai.com'}"
+
+    def _redact(self, text: str) -> str:
+        """``text`` without the API key (an error body may echo the request's header)."""
+        return text.replace(self._secret, "[API key redacted]")
+
+    def _call(self, create: Callable[..., Any], kind: str, expect: int, **kwargs: Any) -> Any:
+        """One request; its reply, checked to carry ``expect`` choices."""
         import openai
 
         try:
             res = create(**kwargs)
         except openai.AuthenticationError as err:
             raise PermissionError(
-                f"model {self.model_id!r} at {self.base_url or 'api.openai.com'}: the API rejected the key "
+                f"{self._where}: the API rejected the key "
                 f"(HTTP {err.status_code}); check the environment variable that holds it"
             ) from None
         except openai.APIStatusError as err:
             raise APIResponseError(
-                f"model {self.model_id!r} at {self.base_url or 'api.openai.com'}: HTTP {err.status_code} "
-                f"after {self.client.max_retries} retries: {err.message}"
+                self._redact(
+                    f"{self._where}: HTTP {err.status_code} after {self.client.max_retries} retries: {err.message}"
+                )
+            ) from None
+        except openai.APITimeoutError:
+            raise APIResponseError(
+                f"{self._where}: no reply within {self.timeout:g} s, {self.client.max_retries + 1} times "
+                "(raise timeout_s or max_retries of this model entry if the endpoint is slow, not dead)"
             ) from None
         except openai.APIConnectionError as err:
             raise APIResponseError(
-                f"model {self.model_id!r}: cannot reach {self.base_url or 'api.openai.com'} "
-                f"after {self.client.max_retries} retries ({type(err).__name__})"
+                f"{self._where}: cannot connect after {self.client.max_retries} retries ({type(err).__name__})"
             ) from None
+        except (openai.OpenAIError, ValueError, TypeError) as err:  # a body that is not the JSON it should be
+            raise APIResponseError(
+                self._redact(f"{self._where}: malformed reply to a {kind} request ({type(err).__name__}: {err})")
+            ) from None
+        choices = getattr(res, "choices", None)
+        if not isinstance(choices, list) or len(choices) != expect:
+            got = f"{len(choices)}" if isinstance(choices, list) else f"no list but {type(choices).__name__}"
+            raise APIResponseError(f"{self._where}: a {kind} request asked for {expect} choices and got {got}")
         usage = getattr(res, "usage", None)
         if usage is not None:
-            with self._lock:
+            with self._lock, self._reading(kind):
                 self._tokens += int(usage.total_tokens or 0)
         return res
+
+    @contextmanager
+    def _reading(self, kind: str) -> Iterator[None]:
+        """Reading a reply: a field missing or of the wrong type is a clear error, not a traceback."""
+        try:
+            yield
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as err:
+            raise APIResponseError(
+                self._redact(f"{self._where}: malformed reply to a {kind} request ({type(err).__name__}: {err})")
+            ) from None
 
     def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``fn`` over ``items`` with up to ``concurrency`` requests in flight, in order."""
@@ -397,9 +453,18 @@ class APIEngine:
 
     def _no_logprobs(self, kind: str) -> APIResponseError:
         return APIResponseError(
-            f"model {self.model_id!r} at {self.base_url or 'api.openai.com'} returned no log-probabilities "
+            f"{self._where} returned no log-probabilities "
             f"for a {kind} request: this endpoint or model does not support logprobs/top_logprobs"
         )
+
+
+def _text(value: Any) -> str:
+    """A reply's text (``None`` is an empty reply); anything but text is a malformed reply."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"reply text is a {type(value).__name__}, not a string")
+    return value
 
 
 def letter_probs(top: Sequence[tuple[str, float]], options: Sequence[str]) -> ChoiceProbs | None:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 import torch
 from transformers import AutoModelForMultipleChoice, AutoTokenizer, get_linear_schedule_with_warmup
 
+from unsure.engine.identity import require_local_folder
 from unsure.io import atomic_dir
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class MultipleChoiceEncoder:
         max_length: int = 128,
         trust_remote_code: bool = False,
     ) -> None:
+        require_local_folder(str(model_id))
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.tokenizer = AutoTokenizer.from_pretrained(
             str(model_id), revision=revision, trust_remote_code=trust_remote_code

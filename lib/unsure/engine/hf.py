@@ -39,6 +39,7 @@ from transformers.generation.logits_process import (
 )
 
 from unsure.config import Model
+from unsure.engine.identity import require_local_folder
 from unsure.engine.requests import (
     ChoiceProbs,
     ChoiceRequest,
@@ -87,11 +88,17 @@ words drawn for a seed do not depend on memory settings."""
 
 @dataclass
 class Packed:
-    """One packed sequence: a context, its continuations, ids read after the context."""
+    """One packed sequence: a context, its continuations, ids read after the context.
+
+    With ``read_tails`` the continuations are the differing tails of prompts that
+    share the context as their common prefix: ``read_ids`` are read after each
+    tail instead (one row per tail), and no token of a tail is scored.
+    """
 
     context: list[int]
     continuations: list[list[int]] = field(default_factory=list)
     read_ids: list[int] = field(default_factory=list)
+    read_tails: bool = False
 
     @property
     def length(self) -> int:
@@ -100,7 +107,8 @@ class Packed:
 
 @dataclass
 class PackedResult:
-    """Per continuation its tokens' log-probs and greedy flags; log-probs of ``read_ids``."""
+    """Per continuation its tokens' log-probs and greedy flags; log-probs of ``read_ids``
+    (one row per tail under ``read_tails``)."""
 
     token_logprobs: list[npt.NDArray[np.float64]]
     token_greedy: list[npt.NDArray[np.bool_]]
@@ -142,6 +150,7 @@ class HFEngine:
         adapter: str | None = None,
         instruct: bool = False,
     ) -> None:
+        require_local_folder(str(model_id))
         want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = resolve_dtype(dtype, want)
         self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
@@ -335,21 +344,36 @@ class HFEngine:
         return int(eos)
 
     def choice_probs(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
-        """Option probabilities after each prompt (see :class:`ChoiceRequest`)."""
+        """Option probabilities after each prompt (see :class:`ChoiceRequest`).
+
+        Prompts that share most of their tokens (the option orders of one row: the
+        same features, the options swapped) go in one packed sequence: the common
+        prefix encoded once, each prompt's tail attending to it, the options read
+        after each tail. The numbers equal those of separate sequences.
+        """
         out: list[ChoiceProbs | None] = [None] * len(requests)
-        single: list[tuple[int, dict[str, list[int | None]]]] = []
-        packed: list[Packed] = []
+        single: dict[int, tuple[dict[str, list[int | None]], list[int], list[int]]] = {}
         multi: list[int] = []
         for i, req in enumerate(requests):
             variants = self.option_token_ids(req.options)
             if variants:
                 ids = sorted({t for v in variants.values() for t in v if t is not None})
-                single.append((i, variants))
-                packed.append(Packed(self.encode(req.prompt), read_ids=ids))
+                single[i] = (variants, ids, self.encode(req.prompt))
             else:
                 multi.append(i)
-        for (i, variants), item, res in zip(single, packed, self.run_packed(packed), strict=True):
-            out[i] = _pick_prefix(variants, dict(zip(item.read_ids, np.exp(res.read_logprobs), strict=True)))
+        groups = _shared_prefix_groups({i: (tuple(ids), tokens) for i, (_, ids, tokens) in single.items()})
+        packed = [
+            Packed(
+                single[group[0]][2][:cut],
+                [single[i][2][cut:] for i in group],
+                read_ids=single[group[0]][1],
+                read_tails=True,
+            )
+            for group, cut in groups
+        ]
+        for (group, _), item, res in zip(groups, packed, self.run_packed(packed), strict=True):
+            for i, row in zip(group, res.read_logprobs, strict=True):
+                out[i] = _pick_prefix(single[i][0], dict(zip(item.read_ids, np.exp(row), strict=True)))
         if multi:
             scores = self.continuation_scores(
                 [ContinuationRequest(requests[i].prompt, tuple(" " + o for o in requests[i].options)) for i in multi]
@@ -644,14 +668,18 @@ class HFEngine:
                 ids[b, start_col:end] = torch.tensor(cont)
                 positions[b, start_col:end] = torch.arange(n_ctx, n_ctx + len(cont))
                 segments[b, start_col:end] = s
-                predictors = [n_ctx - 1, *range(start_col, end - 1)]
-                cont_spans.append((len(targets), len(cont)))
-                rows += [b] * len(cont)
-                cols += predictors
-                targets += cont
+                if item.read_tails:  # a tail is read after its last token (the context's, if empty)
+                    read_rows.append(b)
+                    read_cols.append(end - 1 if cont else n_ctx - 1)
+                else:
+                    predictors = [n_ctx - 1, *range(start_col, end - 1)]
+                    cont_spans.append((len(targets), len(cont)))
+                    rows += [b] * len(cont)
+                    cols += predictors
+                    targets += cont
                 start_col = end
             spans.append((len(read_rows), cont_spans))
-            if item.read_ids:
+            if item.read_ids and not item.read_tails:
                 read_rows.append(b)
                 read_cols.append(n_ctx - 1)
         mask = self._packed_mask(segments)
@@ -670,7 +698,11 @@ class HFEngine:
         for item, (_, cont_spans) in zip(batch, spans, strict=True):
             lps = [token_lp[o : o + n] for o, n in cont_spans]
             greedy = [token_greedy[o : o + n] for o, n in cont_spans]
-            if item.read_ids:
+            if item.read_tails:
+                n = len(item.continuations)
+                read = np.stack(read_lp[read_index : read_index + n])
+                read_index += n
+            elif item.read_ids:
                 read = read_lp[read_index]
                 read_index += 1
             else:
@@ -725,6 +757,44 @@ class HFEngine:
         self.counters.tokens += tokens
         self.counters.forward_passes += passes
         self.counters.seconds += time.perf_counter() - start
+
+
+SHARED_PREFIX_MIN = 0.5
+"""Prompts join one packed sequence when their common prefix is at least this share of each."""
+
+
+def _shared_prefix_groups(
+    prompts: dict[int, tuple[tuple[int, ...], list[int]]],
+) -> list[tuple[list[int], int]]:
+    """Groups of prompt indices (with the same ids to read) and their common prefix length.
+
+    Sorting the token lists puts prompts with a long common prefix side by side; a
+    prompt joins the group before it while the group's common prefix stays at least
+    :data:`SHARED_PREFIX_MIN` of every member. The prefix never takes a prompt's last
+    token, so that every tail has one to read after.
+    """
+    order = sorted(prompts, key=lambda i: (prompts[i][0], prompts[i][1]))
+    groups: list[tuple[list[int], int]] = []
+    for i in order:
+        read, tokens = prompts[i]
+        if groups:
+            group, cut = groups[-1]
+            first_read, first = prompts[group[0]]
+            common = min(cut, _common_prefix(first, tokens), len(tokens) - 1)
+            shortest = min(len(tokens), *(len(prompts[j][1]) for j in group))
+            if first_read == read and common >= SHARED_PREFIX_MIN * shortest and common > 0:
+                groups[-1] = ([*group, i], common)
+                continue
+        groups.append(([i], max(0, len(tokens) - 1)))
+    return groups
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for k in range(n):
+        if a[k] != b[k]:
+            return k
+    return n
 
 
 def _is_out_of_memory(err: RuntimeError) -> bool:

@@ -104,6 +104,10 @@ class Server:
             raise ValueError("the server needs a key: requests without it are refused")
         self.key = key
         self.fail: deque[int] = deque()
+        self.raw: deque[tuple[int, bytes]] = deque()
+        """Canned replies (status, body) sent, one per request, before any other answer: faults to test."""
+        self.delay_s = 0.0
+        """Seconds every request waits before it is answered (a hanging endpoint)."""
         self.with_logprobs = True
         self.replies: deque[str] = deque()
         self.requests: list[dict[str, Any]] = []
@@ -263,6 +267,10 @@ class Server:
                     )
                 if self.headers.get("Authorization") != f"Bearer {server.key}":
                     return self._send(401, {"error": {"message": "Incorrect API key provided", "type": "auth"}})
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if server.raw:
+                    return self._send_bytes(*server.raw.popleft())
                 if server.fail:
                     return self._send(server.fail.popleft(), {"error": {"message": "try again", "type": "busy"}})
                 if self.path == "/v1/completions":
@@ -272,7 +280,9 @@ class Server:
                 return self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+                self._send_bytes(status, json.dumps(payload).encode())
+
+            def _send_bytes(self, status: int, data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -10,13 +10,17 @@ chunks are done they are merged into the output, atomically, and removed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import json
 import logging
+import os
 import shutil
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from unsure.config import Model
+from unsure.engine.identity import model_identity
 from unsure.io import write_json, write_parquet
 
 log = logging.getLogger(__name__)
@@ -71,6 +77,7 @@ def run_shard(
     n_shards: int,
     chunk_rows: int,
     fingerprint: dict[str, Any],
+    model: Model | None = None,
     tokens: Callable[[], int] | None = None,
 ) -> pd.DataFrame:
     """Score shard ``shard`` of ``rows`` with ``score`` into the parquet file ``out``.
@@ -78,13 +85,40 @@ def run_shard(
     ``score`` maps a chunk of rows to a frame with one result row per input
     row, carrying the ``row_id`` column. ``fingerprint`` describes everything
     the scores depend on (model, prompts, settings): chunks written under
-    another fingerprint are discarded rather than reused. ``tokens`` reports
-    the engine's token count, for the summary line.
+    another fingerprint are discarded rather than reused. ``model`` is the
+    entry whose weights score the rows (``None``: no model): the identity of
+    those weights (:func:`~unsure.engine.identity.model_identity`) joins the
+    fingerprint, so that weights rebuilt at the same path or a moved hub branch
+    never share a shard with the old ones. ``tokens`` reports the engine's
+    token count, for the summary line.
+
+    While it runs, the shard is locked (``chunks/lock``): a second process on
+    the same shard (the job of a killed controller still running when the
+    command is rerun) fails at once, naming the holder, instead of scoring it
+    twice and racing it for the same chunk files.
     """
     out = Path(out)
     mine = select_shard(rows, shard, n_shards)
     chunk_dir = out.with_name(out.name + ".chunks")
-    _reset_if_stale(chunk_dir, fingerprint)
+    if model is not None:
+        fingerprint = {**fingerprint, "weights": model_identity(model)}
+    with _shard_lock(chunk_dir):
+        _reset_if_stale(chunk_dir, fingerprint)
+        result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens)
+    shutil.rmtree(chunk_dir, ignore_errors=True)
+    return result
+
+
+def _score_chunks(
+    mine: pd.DataFrame,
+    score: Callable[[pd.DataFrame], pd.DataFrame],
+    out: Path,
+    chunk_dir: Path,
+    shard: int,
+    n_shards: int,
+    chunk_rows: int,
+    tokens: Callable[[], int] | None,
+) -> pd.DataFrame:
     n_chunks = max(1, -(-len(mine) // chunk_rows))
     start, tokens0 = time.perf_counter(), tokens() if tokens else 0
     resumed = 0
@@ -105,7 +139,8 @@ def run_shard(
     bar.close()
     result = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({ID: []})
     write_parquet(out, result)
-    shutil.rmtree(chunk_dir, ignore_errors=True)
+    for path in [*chunk_dir.glob("chunk-*.parquet"), chunk_dir / "fingerprint.json"]:
+        path.unlink()
     seconds = time.perf_counter() - start
     n_tokens = (tokens() if tokens else 0) - tokens0
     log.info(
@@ -120,12 +155,36 @@ def run_shard(
     return result
 
 
+@contextlib.contextmanager
+def _shard_lock(chunk_dir: Path) -> Iterator[None]:
+    """An exclusive lock on the shard's chunk folder for as long as this process scores it."""
+    chunk_dir.mkdir(parents=True, exist_ok=True)
+    with open(chunk_dir / "lock", "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise RuntimeError(
+                f"{chunk_dir.parent / chunk_dir.name.removesuffix('.chunks')}: this shard is being scored by "
+                f"{holder}; wait for it to end (a job of an earlier, killed run?) or stop it, then rerun"
+            ) from None
+        f.truncate(0)
+        f.write(f"process {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _reset_if_stale(chunk_dir: Path, fingerprint: dict[str, Any]) -> None:
     meta = chunk_dir / "fingerprint.json"
     want = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
     if meta.exists() and json.loads(meta.read_text()) != want:
         log.warning("discarding checkpointed chunks in %s: they were made with other settings", chunk_dir)
-        shutil.rmtree(chunk_dir)
+        for path in [*chunk_dir.glob("chunk-*.parquet"), meta]:  # not the lock we hold
+            path.unlink(missing_ok=True)
     if not meta.exists():
         write_json(meta, want)
 

@@ -6,7 +6,8 @@ is scored as the continuation `` <label>``. Demonstration set ``s`` of ``k``
 shots is slice ``[s·k, (s+1)·k)`` of the task's pool, so the sets of one k are
 disjoint. Items are the rows an inference job scores: evaluation and held-out
 instances and the calibration inputs (content-free, domain-context) under every
-(k, set) context, and each leave-one-out item under its own context.
+(k, set) context, and each leave-one-out item under its own context. Under the
+authors' protocol a prompt is fitted to their token limit (:func:`fit_prompt`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import os
 import re
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -40,19 +43,71 @@ def _stop(text: str) -> str:
     return text if text and text[-1] in string.punctuation else text + "."
 
 
-def sni_prompt(definition: str, demos: Sequence[Demo], query: str, *, paper: bool = False) -> str:
+def _prompt_parts(definition: str, demos: Sequence[Demo], query: str, paper: bool) -> tuple[str, list[str], str]:
+    """The prompt's head (definition), one block per demonstration, and its tail (input, ``Output:``)."""
+    end = _stop if paper else _end
+    head = _end(definition.strip() if paper else definition) + "\n\n" if definition.strip() else ""
+    blocks = [f"{end('Input: ' + x.strip())}\n{end(' Output: ' + y.strip())}\n\n" for x, y in demos]
+    return head, blocks, f"{end('Input: ' + query.strip())}\n\nOutput:"
+
+
+def sni_prompt(
+    definition: str,
+    demos: Sequence[Demo],
+    query: str,
+    *,
+    paper: bool = False,
+    fit: PromptFit | None = None,
+) -> str:
     """The study's SNI prompt, ending in ``Output:`` (the label follows after a space).
 
     ``paper`` renders an empty input as the authors' collator does, ``Input: .``
     (their full-stop rule looks at the space after the colon); otherwise ``Input:``.
-    Non-empty inputs render the same either way.
+    Non-empty inputs render the same either way. ``fit`` makes the prompt fit a
+    token limit as the authors' collator does (:func:`fit_prompt`).
     """
-    end = _stop if paper else _end
-    parts = [_end(definition.strip() if paper else definition) + "\n\n"] if definition.strip() else []
-    for x, y in demos:
-        parts.append(f"{end('Input: ' + x.strip())}\n{end(' Output: ' + y.strip())}\n\n")
-    parts.append(f"{end('Input: ' + query.strip())}\n\nOutput:")
-    return "".join(parts)
+    head, blocks, tail = _prompt_parts(definition, demos, query, paper)
+    if fit is not None:
+        return fit_prompt(head, blocks, tail, fit)
+    return head + "".join(blocks) + tail
+
+
+class TokenCounter(Protocol):
+    """What fitting a prompt needs of the model's tokenizer."""
+
+    def counts(self, texts: Sequence[str]) -> list[int]:
+        """Token count of each text, special tokens included, as ``tokenizer(text)`` gives it."""
+        ...
+
+    def head(self, text: str, n: int) -> str:
+        """The text of the first ``n`` tokens of ``text``, decoded without special tokens."""
+        ...
+
+
+@dataclass(frozen=True)
+class PromptFit:
+    """A token limit and the tokenizer that counts against it (the authors': ``max_source_length`` 2,000)."""
+
+    tokens: TokenCounter
+    max_tokens: int
+
+
+def fit_prompt(head: str, blocks: Sequence[str], tail: str, fit: PromptFit) -> str:
+    """A prompt within ``fit.max_tokens`` tokens, as the authors' collator builds it.
+
+    Demonstrations are added in order while the definition, the ones added so far
+    joined by single spaces (their count joins them so, though the prompt does
+    not), the next one and the input fit; the first that does not ends the list.
+    A prompt still too long (a long definition or input) keeps its first
+    ``max_tokens`` tokens, decoded: the cut falls at the end, ``Output:`` included.
+    """
+    checks = [head + " ".join(blocks[:i]) + block + tail for i, block in enumerate(blocks)]
+    counts = fit.tokens.counts(checks) if checks else []
+    n = next((i for i, c in enumerate(counts) if c > fit.max_tokens), len(blocks))
+    prompt = head + "".join(blocks[:n]) + tail
+    if fit.tokens.counts([prompt])[0] <= fit.max_tokens:
+        return prompt
+    return fit.tokens.head(prompt, fit.max_tokens)
 
 
 def variants(shots: Sequence[int], sets: int) -> list[tuple[int, int]]:
@@ -79,6 +134,16 @@ def training_examples(pool: Sequence[Demo], k: int, s: int, n: int) -> list[Demo
     if len(rest) < n:
         raise ValueError(f"a pool of {len(pool)} leaves {len(rest)} examples besides set {s} of {k}, not {n}")
     return rest[:n]
+
+
+def training_examples_paper(pool: Sequence[Demo], k: int, s: int, n: int) -> list[Demo]:
+    """Fine-tuning examples for the (k, s) context as the authors' code picks them: ``n`` consecutive
+    pool items from ``n·s`` (k = 0), ``k·(s+1)`` (k ≥ n) or ``k + n·s`` (else), wrapping round the
+    pool's end; none is a demonstration of the context while the sets fit in the pool."""
+    if len(pool) < n:
+        raise ValueError(f"a pool of {len(pool)} cannot give {n} fine-tuning examples")
+    start = n * s if k == 0 else k * (s + 1) if k >= n else k + n * s
+    return [pool[i % len(pool)] for i in range(start, start + n)]
 
 
 def domain_inputs(texts: Sequence[str], n: int, seed: np.random.SeedSequence) -> list[str]:
@@ -267,10 +332,18 @@ def pools(instances: pd.DataFrame) -> dict[str, list[Demo]]:
 
 
 def item_context(
-    definition: str, pool: Sequence[Demo], query: str, k: int, s: int, left_out: int = -1, *, paper: bool = False
+    definition: str,
+    pool: Sequence[Demo],
+    query: str,
+    k: int,
+    s: int,
+    left_out: int = -1,
+    *,
+    paper: bool = False,
+    fit: PromptFit | None = None,
 ) -> str:
     """The prompt of one item under (k, s); a LOOC item leaves its own demonstration out."""
     demos = demonstrations(pool, k, s)
     if left_out >= 0:
         demos = leave_one_out(demos, left_out)
-    return sni_prompt(definition, demos, query, paper=paper)
+    return sni_prompt(definition, demos, query, paper=paper, fit=fit)

@@ -32,7 +32,29 @@ DIFFERENCES = {
         "The empty content-free input renders 'Input: .' in the authors' prompt, 'Input:' in ours. "
         "Chosen by protocol (changes the prompt)."
     ),
+    "prompt_limit": (
+        "Prompt length: the authors fit every prompt to 2,000 tokens of the model's tokenizer "
+        "(max_prompt_tokens; demonstrations dropped from the first that overflows, a prompt still too long "
+        "cut at its end, 'Output:' included); ours never truncates. Chosen by protocol (changes the prompt)."
+    ),
+    "lora_targets": (
+        "LoRA targets: the authors train on prompt + ' label' + EOS (loss on the label and EOS); ours on "
+        "' label' alone. Chosen by protocol (changes the fine-tuned model)."
+    ),
+    "lora_examples": (
+        "LoRA examples: the authors take n_train consecutive pool items from n_train*s (k = 0), k*(s+1) "
+        "(k >= n_train) or k + n_train*s, wrapping round the pool; ours the first n_train pool items that are "
+        "not the context's demonstrations. Chosen by protocol (changes the fine-tuned model)."
+    ),
 }
+PROMPT_DIFFERENCES = {
+    "dc_inputs": "dc",
+    "empty_input": "cc",
+    "prompt_limit": "",
+    "lora_targets": "lora",
+    "lora_examples": "lora",
+}
+"""Differences that change what the model is asked (or trained on), with the method they touch."""
 
 
 def reproduction_table(
@@ -46,10 +68,10 @@ def reproduction_table(
     """One row per (difference, model, k, method, metric): ours under ``paper`` and under
     ``corrected``, and the gap. ``per_task`` holds both label scorings (``scoring``).
 
-    Differences that change the prompts (DC inputs, the empty input) have one
-    row saying which variant this run scored; their effect needs a run under
-    the other protocol. The paper prints figures, not table cells, so there is
-    no printed value to set beside ours.
+    Differences that change the prompts or the fine-tuning (DC inputs, the empty
+    input, the prompt limit, LoRA targets and examples) have one row saying which variant this
+    run scored; their effect needs a run under the other protocol. The paper
+    prints figures, not table cells, so there is no printed value to set beside ours.
     """
     keys = ["model", "k", "method"]
     summaries = {
@@ -76,13 +98,13 @@ def reproduction_table(
             for metric in ("rsd", "bias_score"):
                 corrected = subset.at[other, metric] if other in subset.index else float("nan")
                 rows.append(_row("semantically_equivalent_subset", r, metric, getattr(r, metric), corrected))
-    for name in ("dc_inputs", "empty_input"):
+    for name, method in PROMPT_DIFFERENCES.items():
         rows.append(
             {
                 "difference": name,
                 "model": "",
                 "k": -1,
-                "method": "dc" if name == "dc_inputs" else "cc",
+                "method": method,
                 "metric": "",
                 "paper": float("nan"),
                 "corrected": float("nan"),

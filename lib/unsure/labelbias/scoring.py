@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from unsure.engine import ContinuationRequest, ContinuationScores, Engine
-from unsure.labelbias.prompts import Demo, item_context, variants
+from unsure.labelbias.prompts import Demo, PromptFit, item_context, variants
 
 Floats = npt.NDArray[np.float64]
 
@@ -76,6 +77,31 @@ def score_contexts_both(
     return [label_distribution(s) for s in scores], [paper_distribution(s) for s in scores]
 
 
+class HFTokenCounter:
+    """Counts and cuts prompts with a Hugging Face tokenizer as the authors' collator calls it
+    (``tokenizer(text)``, special tokens added; the cut decoded without them)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def counts(self, texts: Sequence[str]) -> list[int]:
+        return [len(ids) for ids in self.tokenizer(list(texts))["input_ids"]]
+
+    def head(self, text: str, n: int) -> str:
+        return str(self.tokenizer.decode(self.tokenizer(text)["input_ids"][:n], skip_special_tokens=True))
+
+
+def prompt_fit(engine: Engine, max_tokens: int) -> PromptFit:
+    """The authors' prompt limit counted in the model's own tokens (their collator gets the model's tokenizer)."""
+    tokenizer = getattr(engine, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError(
+            f"{type(engine).__name__}: protocol paper fits prompts to studies.labelbias.max_prompt_tokens "
+            "tokens of the model's tokenizer, and this engine has none (use a local model, backend: hf)"
+        )
+    return PromptFit(HFTokenCounter(tokenizer), max_tokens)
+
+
 @dataclass(frozen=True)
 class TaskPrompting:
     """What building a task's prompts needs: definition, label set and demonstration pool."""
@@ -110,7 +136,8 @@ class ItemScorer:
     study; a LOOC item gets one, under its own context. The result has one row
     per item: ``row_id`` and the lists ``k``, ``set``, ``probs`` (``corrected``
     scoring) and ``probs_paper`` (``paper`` scoring, same forward pass).
-    ``paper_prompt`` renders an empty input as the authors do (``Input: .``).
+    ``paper_prompt`` renders an empty input as the authors do (``Input: .``);
+    ``fit`` fits every prompt to the authors' token limit (:func:`unsure.labelbias.prompts.fit_prompt`).
     """
 
     def __init__(
@@ -122,8 +149,10 @@ class ItemScorer:
         sets: int,
         wrap: Wrap = plain,
         paper_prompt: bool = False,
+        fit: PromptFit | None = None,
     ) -> None:
         self.engine = engine
+        self.fit = fit
         self.tasks = tasks
         self.variants = variants(shots, sets)
         self.wrap = wrap
@@ -143,7 +172,14 @@ class ItemScorer:
                 s,
                 self.wrap(
                     item_context(
-                        task.definition, task.pool, str(item["input"]), k, s, left_out, paper=self.paper_prompt
+                        task.definition,
+                        task.pool,
+                        str(item["input"]),
+                        k,
+                        s,
+                        left_out,
+                        paper=self.paper_prompt,
+                        fit=self.fit,
                     )
                 ),
             )

@@ -38,7 +38,9 @@ one object per cloze position::
 * Words are raw: they are normalised with
   :func:`unsure.nextword.words.normalize_word` on reading, so ``"The"`` and
   ``"the."`` are one word; samples that normalise to nothing (``"?"``) are
-  dropped.
+  dropped. Each entry must be one word: a string with white space inside
+  (``"to an attacked skunk"``, a raw generation) or the reference code's
+  failure marker is an error, since counting it would make up a word.
 * A position appears at most once. Positions may be missing (a model run on a
   subset of contexts); they are then not evaluated for that model.
 * Other keys (``"context"``, ``"model"``, ...) are ignored; blank lines are
@@ -52,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -64,8 +67,28 @@ from unsure.io import write_text
 from unsure.nextword._tables import require
 from unsure.nextword.words import normalize_word
 
+log = logging.getLogger(__name__)
+
 ENCODING = "latin-1"
 """Encoding of the OSF norms file (its bytes are ISO-8859-1 / Windows-1252)."""
+
+
+def norms_encoding(path: Path) -> str:
+    """The OSF file's Latin-1, unless the file is valid UTF-8 (a re-saved copy): then UTF-8.
+
+    Latin-1 decodes any bytes, so a UTF-8 copy read as Latin-1 turns ``café`` into
+    ``cafÃ©`` silently; real Latin-1 text with accents is almost never valid UTF-8.
+    """
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ENCODING
+    if data.isascii():
+        return ENCODING
+    log.info("%s: valid UTF-8 with non-ASCII characters; read as UTF-8 (the OSF original is Latin-1)", path)
+    return "utf-8-sig"
+
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "Text_ID",
@@ -128,7 +151,7 @@ def read_norms(path: str | os.PathLike[str]) -> pd.DataFrame:
     """
     path = Path(path)
     try:
-        raw = pd.read_csv(path, encoding=ENCODING, dtype=str, keep_default_na=False, na_filter=False)
+        raw = pd.read_csv(path, encoding=norms_encoding(path), dtype=str, keep_default_na=False, na_filter=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ValueError(f"{path}: not a readable CSV file ({err})") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
@@ -233,6 +256,24 @@ def corpus_targets(positions: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def typed_responses(positions: pd.DataFrame) -> pd.DataFrame:
+    """The human responses as typed (``text_id, word_num, surface, count``), for scoring their surface forms.
+
+    One row per (position, raw response) of the positions table's
+    ``responses``; responses that normalise to nothing are left out.
+    """
+    require(positions, ("text_id", "word_num", "responses"), "positions table")
+    rows = [
+        (int(t), int(n), str(w), int(c))
+        for t, n, responses in zip(positions["text_id"], positions["word_num"], positions["responses"], strict=True)
+        for w, c in responses.items()
+        if normalize_word(str(w)) and c
+    ]
+    out = pd.DataFrame(rows, columns=["text_id", "word_num", "surface", "count"])
+    out["surface"] = out["surface"].astype(object)
+    return out.astype({"text_id": np.int64, "word_num": np.int64, "count": np.int64})
+
+
 def _position_id(value: Any, key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"{where}: {key!r} must be an integer, got {value!r}")
@@ -246,26 +287,32 @@ def _position_id(value: Any, key: str, where: str) -> int:
     return number
 
 
-def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Read a pre-collected samples file (JSON Lines, see the module docstring) into a counts table.
+def _one_word(raw: str, where: str) -> str:
+    """The normalised form of one sampled word; a failure marker or several words is an error (``where`` says where)."""
+    if raw.strip() == REFERENCE_FAILURE:
+        raise ValueError(
+            f"{where}: {raw!r} is the reference code's failure marker, not a word; leave rejected samples out "
+            "(convert the reference files with convert_reference_generations / convert_released_lists)"
+        )
+    norm = normalize_word(raw)
+    if " " in norm:
+        raise ValueError(f"{where}: {raw!r} is not one word; a sample is the first complete word of a generation")
+    return norm
 
-    Returns ``text_id, word_num, word, count`` with normalised words, one row
-    per (position, word), sorted. With ``known`` (a table with ``text_id,
-    word_num``: the positions studied), a record of a studied passage at a
-    position that passage does not have is an error; records of passages not
-    studied are skipped.
 
-    Raises:
-        FileNotFoundError: if ``path`` does not exist.
-        ValueError: naming the file and line of the first malformed record.
+def read_surface_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Read a samples file keeping each word's surface form (as generated or typed), in file order.
+
+    Returns ``text_id, word_num, surface, word, count``: one row per (position,
+    distinct raw string) with its normalised ``word``; strings that normalise
+    to nothing are left out. :func:`read_samples` sums these rows per word;
+    the biased estimator scores the surfaces (``"Parker"``, not ``"parker"``).
+    ``known`` and the errors are as in :func:`read_samples`.
     """
     known_positions = None if known is None else set(zip(known["text_id"], known["word_num"], strict=True))
     known_passages = None if known is None else set(known["text_id"])
     path = Path(path)
-    tids: list[int] = []
-    nums: list[int] = []
-    words: list[str] = []
-    counts: list[int] = []
+    rows: list[tuple[int, int, str, str, int]] = []
     seen: dict[tuple[int, int], int] = {}
     try:
         path.read_bytes().decode("utf-8")
@@ -310,9 +357,7 @@ def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None
                 if not isinstance(samples, list) or not all(isinstance(w, str) for w in samples):
                     raise ValueError(f"{where}: 'samples' must be a list of strings")
                 for w in samples:
-                    norm = normalize_word(w)
-                    if norm:
-                        acc[norm] = acc.get(norm, 0) + 1
+                    acc[w] = acc.get(w, 0) + 1
             else:
                 raw_counts = record["counts"]
                 if not isinstance(raw_counts, dict):
@@ -320,25 +365,38 @@ def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None
                 for w, c in raw_counts.items():
                     if isinstance(c, bool) or not isinstance(c, int) or c < 0:
                         raise ValueError(f"{where}: count of {w!r} must be a non-negative integer, got {c!r}")
-                    norm = normalize_word(w)
-                    if norm and c:
-                        acc[norm] = acc.get(norm, 0) + c
+                    if c:
+                        acc[w] = acc.get(w, 0) + c
             for w, c in acc.items():
-                tids.append(pos[0])
-                nums.append(pos[1])
-                words.append(w)
-                counts.append(c)
+                norm = _one_word(w, where)
+                if norm:
+                    rows.append((pos[0], pos[1], w.strip(), norm, c))
     if not seen:
         raise ValueError(f"{path}: no records")
-    out = pd.DataFrame(
-        {
-            "text_id": np.asarray(tids, dtype=np.int64),
-            "word_num": np.asarray(nums, dtype=np.int64),
-            "word": pd.Series(words, dtype=object),
-            "count": np.asarray(counts, dtype=np.int64),
-        }
-    )
-    return out.sort_values(["text_id", "word_num", "word"], ignore_index=True)
+    out = pd.DataFrame(rows, columns=["text_id", "word_num", "surface", "word", "count"])
+    for col in ("surface", "word"):
+        out[col] = out[col].astype(object)
+    return out.astype({"text_id": np.int64, "word_num": np.int64, "count": np.int64})
+
+
+def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Read a pre-collected samples file (JSON Lines, see the module docstring) into a counts table.
+
+    Returns ``text_id, word_num, word, count`` with normalised words, one row
+    per (position, word), sorted. With ``known`` (a table with ``text_id,
+    word_num``: the positions studied), a record of a studied passage at a
+    position that passage does not have is an error; records of passages not
+    studied are skipped.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: naming the file and line of the first malformed record (bad JSON, a repeated
+            position, a string of several words, the failure marker, ...).
+    """
+    surfaces = read_surface_samples(path, known)
+    out = surfaces.groupby(["text_id", "word_num", "word"], sort=True)["count"].sum().reset_index()
+    out["word"] = out["word"].astype(object)
+    return out.astype({"text_id": np.int64, "word_num": np.int64, "count": np.int64})
 
 
 def write_samples(path: str | os.PathLike[str], counts: pd.DataFrame) -> None:
@@ -357,40 +415,126 @@ def write_samples(path: str | os.PathLike[str], counts: pd.DataFrame) -> None:
     write_text(path, "".join(line + "\n" for line in lines))
 
 
+def merge_sample_files(files: list[str | os.PathLike[str]] | list[Path], out: str | os.PathLike[str]) -> int:
+    """Concatenate samples files of disjoint positions (the held-out folds of fine-tuning) into one; return records.
+
+    Each file is checked by :func:`read_surface_samples` first; a position in
+    two files is an error naming both, since one system has one distribution
+    per position.
+    """
+    lines: list[str] = []
+    first_in: dict[tuple[int, int], str] = {}
+    for file in files:
+        read_surface_samples(file)
+        for line in Path(file).read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            pos = (int(record["text_id"]), int(record["word_num"]))
+            if pos in first_in:
+                raise ValueError(
+                    f"{file}: position (text_id={pos[0]}, word_num={pos[1]}) is also in {first_in[pos]}; "
+                    "the files to merge must cover disjoint positions"
+                )
+            first_in[pos] = str(file)
+            lines.append(line)
+    write_text(out, "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
 REFERENCE_FAILURE = "Failed to generate word"
 """What the reference code stored when a sample had no complete word (a rejected sample)."""
 
 
+def _kept_words(words: list[str], dropped: dict[str, int]) -> list[str]:
+    """The one-word entries of a sample list; markers and multi-word strings counted in ``dropped``."""
+    kept = []
+    for w in words:
+        if w == REFERENCE_FAILURE:
+            dropped["failures_dropped"] += 1
+        elif " " in normalize_word(w):
+            dropped["not_one_word_dropped"] += 1
+        else:
+            kept.append(w)
+    return kept
+
+
+def _entry_identity(entry: Any) -> str:
+    """What a reference entry is about (its context and corpus word), to spot one stored twice under two numbers."""
+    context, original = entry.get("context"), entry.get("original")
+    context = context.get("text") if isinstance(context, dict) else context
+    original = original.get("pred") if isinstance(original, dict) else original
+    return json.dumps([context, original], ensure_ascii=False)
+
+
 def convert_reference_generations(
-    files: list[str | os.PathLike[str]] | list[Path], out: str | os.PathLike[str], *, field: str = "ancestral_samples"
-) -> int:
-    """Convert the reference code's generation files into one pre-collected samples file; return its records.
+    files: list[str | os.PathLike[str]] | list[Path],
+    out: str | os.PathLike[str],
+    *,
+    field: str = "ancestral_samples",
+    known: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """Convert the reference code's generation files into one pre-collected samples file; return a report.
 
     Ilia & Aziz's ``Paragraphs-<a>-<b>.json`` files map text id -> word number
     -> an entry whose ``field`` (``ancestral_samples``, or e.g. ``greedy``) is
     a list of ``{"pred": word, "count": n}``. Each position becomes one
-    ``counts`` record; the reference's failure marker
-    (:data:`REFERENCE_FAILURE`) is a rejected sample and is left out.
+    ``counts`` record in the file's order (the authors' ties go to the first
+    word). Left out and counted, since :func:`read_samples` rejects them: the
+    failure marker (:data:`REFERENCE_FAILURE`, a rejected sample) and strings
+    of several words. Damage in the released files is reported by position,
+    not fatal: an entry with the same context and corpus word as an earlier
+    one of its passage (``duplicate_entries``, left out: in the 1,000-sample
+    passage 3, entry 59 repeats 58) and word numbers missing between a
+    passage's first and last entry (``missing_positions``: there, 45); with
+    ``known`` (``text_id, word_num`` of the norms), the norms' positions of the
+    file's passages that have no entry instead, since the norms skip some
+    word numbers too (passage 55 has no word 3).
+
+    Returns ``records``, ``failures_dropped``, ``not_one_word_dropped``,
+    ``duplicate_entries`` and ``missing_positions`` (lists of
+    ``"text_id-word_num"``).
 
     Raises:
         ValueError: naming the file and position of an entry without ``field``.
     """
     lines = []
+    dropped = {"failures_dropped": 0, "not_one_word_dropped": 0}
+    duplicates: list[str] = []
+    missing: list[str] = []
     for file in files:
         data = json.loads(Path(file).read_text(encoding="utf-8"))
         for tid, words in data.items():
+            first_of: dict[str, str] = {}
+            numbers = []
             for num, entry in words.items():
                 if field not in entry:
                     raise ValueError(f"{file}: position (text_id={tid}, word_num={num}) has no {field!r}")
+                identity = _entry_identity(entry)
+                if identity in first_of:
+                    duplicates.append(f"{tid}-{num}")
+                    continue
+                first_of[identity] = num
+                numbers.append(int(num))
                 samples = entry[field]
+                raw: list[str] = []
+                for item in samples if isinstance(samples, list) else [samples]:
+                    raw += [item["pred"]] * int(item.get("count", 1))
                 counts: dict[str, int] = {}
-                for s in samples if isinstance(samples, list) else [samples]:
-                    if s["pred"] != REFERENCE_FAILURE:
-                        counts[s["pred"]] = counts.get(s["pred"], 0) + int(s.get("count", 1))
+                for w in _kept_words(raw, dropped):
+                    counts[w] = counts.get(w, 0) + 1
                 record = {"text_id": int(tid), "word_num": int(num), "counts": counts}
                 lines.append(json.dumps(record, ensure_ascii=False))  # keys in the file's order (ties under paper)
+            if numbers:
+                have = set(numbers)
+                expected = (
+                    range(min(have), max(have) + 1)
+                    if known is None
+                    else sorted(int(n) for n in known.loc[known["text_id"] == int(tid), "word_num"])
+                )
+                missing += [f"{tid}-{n}" for n in expected if n not in have]
     write_text(out, "".join(line + "\n" for line in lines))
-    return len(lines)
+    return {"records": len(lines), **dropped, "duplicate_entries": duplicates, "missing_positions": missing}
 
 
 def convert_released_lists(
@@ -403,9 +547,10 @@ def convert_released_lists(
     lists by sampling mode (ChatGPT: ``unbiased_temp_1``, ``diverse``, ...;
     pick one with ``key``). A position given more than once (the released
     files repeat some) gets all its samples, in file order; the failure marker
-    (:data:`REFERENCE_FAILURE`) is a rejected sample and is left out. Returns
+    (:data:`REFERENCE_FAILURE`) is a rejected sample and is left out, and so is
+    a string of several words (BLOOM's ``"lyclocked\\tpublic"``). Returns
     counts for the log: ``positions``, ``entries``, ``repeated_positions``,
-    ``failures_dropped``, ``samples``.
+    ``failures_dropped``, ``not_one_word_dropped``, ``samples``.
 
     Raises:
         ValueError: naming the file and entry of a malformed entry.
@@ -414,7 +559,8 @@ def convert_released_lists(
     if not isinstance(data, list):
         raise ValueError(f"{file}: expected a JSON list of entries, got {type(data).__name__}")
     merged: dict[tuple[int, int], list[str]] = {}
-    repeated = failures = 0
+    repeated = 0
+    dropped = {"failures_dropped": 0, "not_one_word_dropped": 0}
     for i, entry in enumerate(data):
         where = f"{file}, entry {i}"
         if not isinstance(entry, list) or len(entry) < 4 or not isinstance(entry[1], dict):
@@ -432,9 +578,7 @@ def convert_released_lists(
         )
         if pos in merged:
             repeated += 1
-        kept = [w for w in words if w != REFERENCE_FAILURE]
-        failures += len(words) - len(kept)
-        merged.setdefault(pos, []).extend(kept)
+        merged.setdefault(pos, []).extend(_kept_words(words, dropped))
     lines = [
         json.dumps({"text_id": tid, "word_num": num, "samples": samples}, ensure_ascii=False)
         for (tid, num), samples in sorted(merged.items())
@@ -444,6 +588,6 @@ def convert_released_lists(
         "positions": len(merged),
         "entries": len(data),
         "repeated_positions": repeated,
-        "failures_dropped": failures,
+        **dropped,
         "samples": sum(len(s) for s in merged.values()),
     }

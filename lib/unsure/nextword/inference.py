@@ -13,8 +13,8 @@ resumable running is :func:`unsure.engine.shards.run_shard`'s job.
 * :func:`biased_scorer` (appendix A): the biased estimator. Its support is
   every word seen in unbiased samples, nucleus samples (p = 0.7, 0.8, 0.9),
   the greedy word, the corpus word and the human responses; each word's
-  probability is its joint log-probability as a continuation of the context,
-  renormalised over the support.
+  probability is the summed probability of its surface forms (as generated
+  or typed) as continuations of the context, renormalised over the support.
 * :func:`token_scorer` (appendix D): the model's full-softmax next-token
   probabilities of the first tokens of the human responses.
 """
@@ -25,15 +25,17 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from unsure.engine import ContinuationRequest, WordSamplingRequest
 from unsure.engine.load import Engine
 from unsure.nextword._tables import KEY, ROW_KEY, require
-from unsure.nextword.words import normalize_word
+from unsure.nextword.words import normalize_word, surface_form
 
 Scorer = Callable[[pd.DataFrame], pd.DataFrame]
 
@@ -206,21 +208,66 @@ def sample_counts(shards: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, dict[st
     return counts, stats
 
 
+def surface_counts(shards: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Merge sampled shards into counts of the words as generated (``text_id, word_num, word, count``, raw words).
+
+    This is what the samples file stores: readers normalise it
+    (:func:`unsure.nextword.data.read_samples`), and the biased estimator
+    scores the surfaces themselves. Words that normalise to nothing are left
+    out (:func:`sample_counts` counts them as rejected).
+    """
+    frame = pd.concat(list(shards), ignore_index=True)
+    require(frame, [*KEY, "words"], "samples")
+    rows = [
+        (int(t), int(n), w)
+        for t, n, ws in zip(frame["text_id"], frame["word_num"], frame["words"], strict=True)
+        for w in json.loads(ws)
+        if normalize_word(w)
+    ]
+    long = pd.DataFrame(rows, columns=ROW_KEY)
+    counts = long.groupby(ROW_KEY, sort=True).size().rename("count").reset_index()
+    counts["word"] = counts["word"].astype(object)
+    return counts.astype({"text_id": np.int64, "word_num": np.int64, "count": np.int64})
+
+
 # ----------------------------------------------------------------------------- biased estimator
 
 
-def biased_support(
-    chunk: pd.DataFrame, samples: pd.DataFrame, human: pd.DataFrame, corpus: pd.DataFrame, extra: pd.DataFrame
-) -> dict[tuple[int, int], list[str]]:
-    """Support of the biased estimator per position: sampled, extra (nucleus, greedy), corpus and human words."""
+def biased_support(chunk: pd.DataFrame, *tables: pd.DataFrame) -> dict[tuple[int, int], dict[str, list[str]]]:
+    """Support of the biased estimator per position: normalised word -> the surface forms that give it.
+
+    Each table has ``text_id, word_num, surface``: samples as generated,
+    responses as typed, the corpus word as in the text, nucleus and greedy
+    words. Surfaces are reduced to :func:`~unsure.nextword.words.surface_form`
+    (so ``"nationwide."`` is scored as ``nationwide``) and grouped by their
+    normalised word; words and surfaces are sorted.
+    """
     keys = {(int(t), int(n)) for t, n in zip(chunk["text_id"], chunk["word_num"], strict=True)}
-    support: dict[tuple[int, int], set[str]] = {k: set() for k in keys}
-    for table in (samples, human, corpus, extra):
-        for t, n, w in zip(table["text_id"], table["word_num"], table["word"], strict=True):
+    support: dict[tuple[int, int], dict[str, set[str]]] = {k: {} for k in keys}
+    for table in tables:
+        for t, n, raw in zip(table["text_id"], table["word_num"], table["surface"], strict=True):
             key = (int(t), int(n))
-            if key in support and w:
-                support[key].add(str(w))
-    return {k: sorted(v) for k, v in support.items()}
+            surface = surface_form(str(raw))
+            word = normalize_word(surface)
+            if key in support and word:
+                support[key].setdefault(word, set()).add(surface)
+    return {k: {w: sorted(v[w]) for w in sorted(v)} for k, v in support.items()}
+
+
+def word_logprobs(surfaces: dict[str, list[str]], logprobs: npt.ArrayLike) -> list[float]:
+    """Per normalised word, the log-sum-exp of its surfaces' log-probabilities (given in the support's order).
+
+    ``Parker`` and ``parker`` are two ways the model can write the word
+    ``parker``; the word's probability is the sum of both.
+    """
+    lp = np.asarray(logprobs, dtype=np.float64)
+    out, i = [], 0
+    for forms in surfaces.values():
+        out.append(float(np.logaddexp.reduce(lp[i : i + len(forms)])))
+        i += len(forms)
+    if i != len(lp):
+        raise ValueError(f"{len(lp)} log-probabilities for {i} surface forms")
+    return out
 
 
 def biased_scorer(
@@ -236,10 +283,15 @@ def biased_scorer(
 ) -> Scorer:
     """Scorer of the biased estimator (appendix A): per position, its support and the words' log-probabilities.
 
-    Columns ``row_id, text_id, word_num, words, logprobs`` (JSON lists):
-    ``logprobs`` are the joint log-probabilities of the words' tokens after the
-    context (each word with its leading space). :func:`biased_table`
-    renormalises them over the support.
+    ``samples``, ``human`` and ``corpus`` are surface tables (``text_id,
+    word_num, surface``): the unbiased samples as generated
+    (:func:`unsure.nextword.data.read_surface_samples`), the responses as
+    typed and the corpus word as in the text. Every surface form is scored as
+    the model would produce it (its joint log-probability after the context,
+    with a leading space: ``" Parker"``, never the normalised ``" parker"``)
+    and a word's log-probability is the log-sum-exp over its surfaces.
+    Columns ``row_id, text_id, word_num, words, logprobs, surfaces`` (JSON);
+    :func:`biased_table` renormalises over the support.
     """
 
     def score(chunk: pd.DataFrame) -> pd.DataFrame:
@@ -260,11 +312,11 @@ def biased_scorer(
                 for r, c in zip(chunk["row_id"], chunk["context"], strict=True)
             ]
             for key, out in zip(keys, engine.sample_words(requests), strict=True):
-                extra_rows += [(*key, normalize_word(w)) for w in out.words]
-        extra = pd.DataFrame(extra_rows, columns=ROW_KEY)
+                extra_rows += [(*key, w) for w in out.words]
+        extra = pd.DataFrame(extra_rows, columns=[*KEY, "surface"])
         support = biased_support(chunk, samples, human, corpus, extra)
         scoring = [
-            ContinuationRequest(str(c), tuple(" " + w for w in support[k]))
+            ContinuationRequest(str(c), tuple(" " + s for forms in support[k].values() for s in forms))
             for k, c in zip(keys, chunk["context"], strict=True)
         ]
         scores = engine.continuation_scores(scoring)
@@ -273,8 +325,11 @@ def biased_scorer(
                 "row_id": chunk["row_id"].to_numpy(),
                 "text_id": chunk["text_id"].to_numpy(dtype=np.int64),
                 "word_num": chunk["word_num"].to_numpy(dtype=np.int64),
-                "words": [json.dumps(support[k], ensure_ascii=False) for k in keys],
-                "logprobs": [json.dumps([float(x) for x in s.logprob]) for s in scores],
+                "words": [json.dumps(list(support[k]), ensure_ascii=False) for k in keys],
+                "logprobs": [
+                    json.dumps(word_logprobs(support[k], s.logprob)) for k, s in zip(keys, scores, strict=True)
+                ],
+                "surfaces": [json.dumps(support[k], ensure_ascii=False) for k in keys],
             }
         )
 
@@ -304,21 +359,36 @@ def biased_table(shards: Sequence[pd.DataFrame]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- token level
 
 
+def _modal_tokens(engine: Any, contexts: list[list[int]]) -> list[int]:
+    """The model's most probable next token after each context (full vocabulary; ties: lowest id).
+
+    The engine's request kinds have no "argmax token"; its greedy step over
+    the whole vocabulary (:meth:`HFEngine._greedy_digits`, batched, float32
+    logits as every other read) is that, at the price of one more forward.
+    """
+    ids = sorted(set(engine.vocab().values()))
+    lengths = [len(c) + 1 for c in contexts]
+    chosen = engine._in_batches(contexts, lengths, partial(engine._greedy_digits, digits=ids, steps=1))
+    return [int(c[0]) for c in chosen]
+
+
 def token_scorer(engine: Any, human: pd.DataFrame) -> Scorer:
     """Scorer of the token level (appendix D), for a Hugging Face engine.
 
     For every human word at a position, its first token after the context
     (the word with its leading space, split as running text); the model's
-    full-softmax log-probability of each such token. Returns one row per
-    position: ``row_id, text_id, word_num, tokens`` (JSON: word -> token id)
-    and ``logprobs`` (JSON: token id -> log-probability).
+    full-softmax log-probability of each such token, and the model's modal
+    token over the whole vocabulary (Table 4 scores it against the humans'
+    majority token). Returns one row per position: ``row_id, text_id,
+    word_num, tokens`` (JSON: word -> token id), ``logprobs`` (JSON: token id
+    -> log-probability), ``modal_token`` and ``modal_logprob``.
     """
     from unsure.engine.hf import Packed
 
     by_position = {key: list(g["word"]) for key, g in human.groupby(KEY, sort=False)}
 
     def score(chunk: pd.DataFrame) -> pd.DataFrame:
-        items = []
+        contexts = []
         token_maps = []
         for t, n, c in zip(chunk["text_id"], chunk["word_num"], chunk["context"], strict=True):
             words = by_position.get((int(t), int(n)), [])
@@ -330,8 +400,17 @@ def token_scorer(engine: Any, human: pd.DataFrame) -> Scorer:
                 context_ids, cont = engine.split_pair(str(c), " " + w)
                 firsts[w] = int(cont[0])
             token_maps.append(firsts)
-            items.append(Packed(context_ids, read_ids=sorted(set(firsts.values()))))
+            contexts.append(context_ids)
+        modal = _modal_tokens(engine, contexts)
+        items = [
+            Packed(ctx, read_ids=sorted({*firsts.values(), m}))
+            for ctx, firsts, m in zip(contexts, token_maps, modal, strict=True)
+        ]
         results = engine.run_packed(items)
+        read = [
+            {str(i): float(lp) for i, lp in zip(item.read_ids, r.read_logprobs, strict=True)}
+            for item, r in zip(items, results, strict=True)
+        ]
         return pd.DataFrame(
             {
                 "row_id": chunk["row_id"].to_numpy(),
@@ -339,9 +418,11 @@ def token_scorer(engine: Any, human: pd.DataFrame) -> Scorer:
                 "word_num": chunk["word_num"].to_numpy(dtype=np.int64),
                 "tokens": [json.dumps(m, ensure_ascii=False) for m in token_maps],
                 "logprobs": [
-                    json.dumps({str(i): float(lp) for i, lp in zip(item.read_ids, r.read_logprobs, strict=True)})
-                    for item, r in zip(items, results, strict=True)
+                    json.dumps({i: lp for i, lp in lps.items() if int(i) in set(firsts.values())})
+                    for lps, firsts in zip(read, token_maps, strict=True)
                 ],
+                "modal_token": np.asarray(modal, dtype=np.int64),
+                "modal_logprob": np.asarray([lps[str(m)] for lps, m in zip(read, modal, strict=True)]),
             }
         )
 

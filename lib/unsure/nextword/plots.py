@@ -43,12 +43,34 @@ def fig1_top_words(
     return fig
 
 
-def fig2_tvd_kde(tvds: pd.DataFrame, systems: Sequence[str]) -> Figure:
-    """KDE of per-position TVD to the target half: every system and the oracle."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def fig2_frame(tvds: pd.DataFrame, systems: Sequence[str], protocol: str = "corrected") -> pd.DataFrame:
+    """What figure 2 plots per position: ``system, tvd`` for every system and the oracle.
+
+    ``corrected``: everything against the target half of the first split (one
+    yardstick for models and oracle). ``paper``, as the authors' figure: the
+    models against all responses, the oracle half against the target half.
+    """
+    if protocol not in ("paper", "corrected"):
+        raise ValueError(f"studies.nextword.protocol: unknown protocol {protocol!r}")
     frame = tvds[tvds["system"].isin([*systems, ORACLE])]
-    sns.kdeplot(frame, x="tvd_target", hue="system", common_norm=False, clip=(0, 1), ax=ax, warn_singular=False)
-    ax.set_xlabel("TVD to the target half of the responses")
+    if protocol == "corrected":
+        column = pd.Series("tvd_target", index=frame.index)
+    else:
+        column = pd.Series("tvd_human", index=frame.index).where(frame["system"] != ORACLE, "tvd_target")
+    values = [frame.at[i, c] for i, c in column.items()]
+    return pd.DataFrame({"system": frame["system"].to_numpy(), "tvd": values})
+
+
+def fig2_tvd_kde(tvds: pd.DataFrame, systems: Sequence[str], protocol: str = "corrected") -> Figure:
+    """KDE of per-position TVD, every system and the oracle (what each is measured against: :func:`fig2_frame`)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    frame = fig2_frame(tvds, systems, protocol)
+    sns.kdeplot(frame, x="tvd", hue="system", common_norm=False, clip=(0, 1), ax=ax, warn_singular=False)
+    ax.set_xlabel(
+        "TVD to the target half of the responses"
+        if protocol == "corrected"
+        else "TVD: models to all responses, oracle half to the target half"
+    )
     ax.set_xlim(0, 1)
     ax.set_title("Per-position TVD: models vs the human oracle")
     fig.tight_layout()
@@ -74,8 +96,8 @@ def fig3_ard(ard: pd.DataFrame) -> Figure:
     return fig
 
 
-def fig4_groups(groups: pd.DataFrame) -> Figure:
-    """Histograms of TVD at the POS and meaning levels, model vs oracle."""
+def fig4_groups(groups: pd.DataFrame, protocol: str = "corrected") -> Figure:
+    """Histograms of TVD at the POS and meaning levels, model vs oracle (the model's reference: ``protocol``)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, level in zip(axes, ("POS", "meaning"), strict=True):
         frame = groups[groups["level"] == level]
@@ -91,7 +113,11 @@ def fig4_groups(groups: pd.DataFrame) -> Figure:
             ax=ax,
         )
         ax.set_title(f"{level} level")
-        ax.set_xlabel("TVD to the target half")
+        ax.set_xlabel(
+            "TVD to the target half"
+            if protocol == "corrected"
+            else "TVD: model to all responses, oracle half to the target half"
+        )
     fig.tight_layout()
     return fig
 
@@ -164,10 +190,70 @@ def app_finetune(losses: pd.DataFrame, fold_tvds: pd.DataFrame) -> Figure:
         _empty(axes[1], "no fine-tuning configured")
         return fig
     sns.lineplot(losses, x="epoch", y="loss", hue="fold", style="split", ax=axes[0], marker="o")
-    axes[0].set_title("Loss (weighted cross-entropy to the human responses)")
+    axes[0].set_title("Language-modelling loss on the passages")
     sns.barplot(fold_tvds, x="fold", y="tvd", hue="system", ax=axes[1], errorbar=("ci", 95))
     axes[1].set_ylabel("expected TVD to the target half")
     axes[1].set_title("Held-out fold")
+    fig.tight_layout()
+    return fig
+
+
+def fig5_biased_tvd(tvds: pd.DataFrame) -> Figure:
+    """Histogram of per-position TVD to all responses: each biased estimator and the oracle (figure 5)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if tvds.empty:
+        _empty(ax, "no biased_models configured")
+        return fig
+    sns.histplot(
+        tvds, x="tvd_human", hue="system", stat="density", common_norm=False, binwidth=0.05, binrange=(0, 1), ax=ax
+    )
+    ax.set_xlabel("TVD to the distribution of all responses")
+    ax.set_xlim(0, 1)
+    ax.set_title("Biased estimator vs the human oracle (appendix A)")
+    fig.tight_layout()
+    return fig
+
+
+def fig10_pos(hardness: pd.DataFrame) -> Figure:
+    """Model-vs-oracle TVD per universal POS tag of the last context word (figure 10)."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if "last_pos" not in hardness.columns or hardness.empty:
+        _empty(ax, "no POS tags (pos_tagger: none)")
+        return fig
+    order = sorted(hardness["last_pos"].dropna().unique())
+    sns.boxplot(hardness, x="last_pos", y="tvd_model_oracle", order=order, ax=ax, color="C0", fliersize=2)
+    counts = hardness["last_pos"].value_counts()
+    names = {".": "PUNCT"}  # the universal tagset's punctuation tag
+    ax.set_xticks(range(len(order)), [f"{names.get(tag, tag)}\n(n={counts[tag]})" for tag in order], fontsize=8)
+    ax.set_xlabel("universal POS tag of the last context word")
+    ax.set_ylabel("TVD model vs target half")
+    ax.set_ylim(-0.02, 1.02)  # boxes at 0 or 1 stay visible
+    ax.set_title("TVD against the part of speech of the last context word")
+    fig.tight_layout()
+    return fig
+
+
+def fig12_tvd_differences(differences: pd.DataFrame) -> Figure:
+    """Density histogram of TVD(model, humans) - TVD(oracle, humans) per position, per system (figure 12)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if differences.empty:
+        _empty(ax, "no systems")
+        return fig
+    sns.histplot(
+        differences,
+        x="difference",
+        hue="system",
+        stat="density",
+        common_norm=False,
+        binwidth=0.05,
+        binrange=(-1, 1),
+        element="step",
+        ax=ax,
+    )
+    ax.axvline(0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("TVD(model, all responses) − TVD(oracle, all responses)")
+    ax.set_xlim(-1, 1)
+    ax.set_title("Per-position TVD differences: model minus oracle")
     fig.tight_layout()
     return fig
 

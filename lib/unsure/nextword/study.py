@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from unsure.nextword import paper
-from unsure.nextword._tables import KEY
-from unsure.nextword.data import corpus_targets, read_norms
-from unsure.nextword.distributions import human_counts, oracle_splits, restrict, split_half
-from unsure.nextword.metrics import RESULT_COLUMNS, evaluate, evaluate_oracle, tvd
+from unsure.nextword._tables import KEY, require
+from unsure.nextword.data import corpus_targets, read_norms, typed_responses
+from unsure.nextword.distributions import human_counts, modes, oracle_splits, restrict, split_half
+from unsure.nextword.metrics import RESULT_COLUMNS, evaluate, evaluate_oracle, expected_calibration_error, tvd
 from unsure.nextword.paper import PaperColumn
 
 HUMAN = "human"
@@ -42,6 +42,8 @@ def prepare(
 ) -> dict[str, pd.DataFrame]:
     """Positions (``text_id, word_num, context, corpus_word, n_responses``), human counts, corpus targets, splits.
 
+    Also ``typed``: the responses as typed (the biased estimator scores their surface forms).
+
     Only ``passages`` (all when empty); the oracle splits use seeds
     ``seed … seed + splits − 1``.
     """
@@ -54,6 +56,7 @@ def prepare(
     human = human_counts(positions)
     return {
         "positions": positions.drop(columns="responses"),
+        "typed": typed_responses(positions),
         "human": human,
         "corpus": corpus_targets(positions),
         "splits": oracle_splits(human, range(seed, seed + splits)),
@@ -217,15 +220,32 @@ def table3(coefficients: pd.DataFrame) -> pd.DataFrame:
     return coefficients[["feature", "coef", "sd", "lower", "upper", "pruned"]].reset_index(drop=True)
 
 
-def table4(token_tvds: pd.DataFrame) -> pd.DataFrame:
-    """Table 4: expected token-level TVD of each model and of the oracle at its tokenisation."""
-    out = token_tvds.groupby("model", sort=False).agg(
-        positions=("tvd_model", "size"),
-        expected_tvd_model=("tvd_model", "mean"),
-        expected_tvd_oracle=("tvd_oracle", "mean"),
-        mass_on_human_tokens=("mass", "mean"),
-    )
-    return out.reset_index()
+def table4(token_tvds: pd.DataFrame, n_bins: int = 10) -> pd.DataFrame:
+    """Table 4 (appendix D): token-level ECE against the humans' majority first token, and expected TVDs.
+
+    Per model: ECE of its modal token (``ece_human_majority_model``) and of
+    the modes of the two oracle halves (``..._oracle1``, ``..._oracle2``), the
+    paper's three columns; then expected token-level TVD of the model (to all
+    responses' first tokens) and of the oracle (half vs half), and the
+    model's mean mass on the human tokens.
+    """
+    rows = []
+    for model, g in token_tvds.groupby("model", sort=False):
+        row: dict[str, object] = {"model": model, "positions": len(g)}
+        for name in ("model", "oracle1", "oracle2"):
+            ok = g[f"confidence_{name}"].notna() & g[f"correct_{name}"].notna()
+            row[f"ece_human_majority_{name}"] = expected_calibration_error(
+                g.loc[ok, f"confidence_{name}"], g.loc[ok, f"correct_{name}"], n_bins=n_bins
+            )
+        row.update(
+            expected_tvd_model=g["tvd_model"].mean(),
+            expected_tvd_oracle=g["tvd_oracle"].mean(),
+            mass_on_human_tokens=g["mass"].mean(),
+        )
+        rows.append(row)
+    columns = ["model", "positions"] + [f"ece_human_majority_{n}" for n in ("model", "oracle1", "oracle2")]
+    columns += ["expected_tvd_model", "expected_tvd_oracle", "mass_on_human_tokens"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def pick_example_positions(human: pd.DataFrame, n: int = 2) -> list[tuple[int, int]]:
@@ -273,10 +293,40 @@ def fold_tvds(
     return pd.concat(frames, ignore_index=True)
 
 
-def token_level_tvds(model: str, scored: pd.DataFrame, human: pd.DataFrame, splits: pd.DataFrame) -> pd.DataFrame:
-    """Per position: token-level TVD of the model to the human first tokens, and of the oracle to the target half."""
-    from unsure.nextword.inference import OTHER_TOKENS, token_distributions
+def _modal_items(scored: pd.DataFrame, majority: pd.DataFrame) -> pd.DataFrame:
+    """Calibration items of the model's modal token against the majority first tokens (ties: expected correctness)."""
+    n_majority = majority.groupby(KEY).size()
+    majority_set = set(zip(majority["text_id"], majority["word_num"], majority["word"], strict=True))
+    key = pd.MultiIndex.from_frame(scored[KEY])
+    hit = [
+        (int(t), int(n), str(m)) in majority_set
+        for t, n, m in zip(scored["text_id"], scored["word_num"], scored["modal_token"], strict=True)
+    ]
+    out = pd.DataFrame(
+        {
+            "confidence": np.exp(scored["modal_logprob"].to_numpy(dtype=np.float64)),
+            "correct": np.asarray(hit, dtype=np.float64) / n_majority.reindex(key).to_numpy(dtype=np.float64),
+        },
+        index=key,
+    )
+    return out
 
+
+def token_level_tvds(model: str, scored: pd.DataFrame, human: pd.DataFrame, splits: pd.DataFrame) -> pd.DataFrame:
+    """Per position, the token level (appendix D): TVDs and the calibration items of Table 4.
+
+    ``tvd_model``: the model's next-token distribution vs the human first
+    tokens; ``tvd_oracle``: oracle half vs target half of the first split;
+    ``mass``: the model's mass on the human tokens. Table 4's items, against
+    the majority first token of all responses (ties: expected correctness):
+    ``confidence_*`` / ``correct_*`` of the model's modal token over the whole
+    vocabulary (``model``) and of the modes of the two disjoint halves of the
+    first split (``oracle1``: the oracle half, ``oracle2``: the target half).
+    """
+    from unsure.nextword.inference import OTHER_TOKENS, token_distributions
+    from unsure.nextword.metrics import calibration_items
+
+    require(scored, [*KEY, "tokens", "logprobs", "modal_token", "modal_logprob"], "token-level scores")
     human_tokens, model_tokens = token_distributions(scored, human)
     seed = int(splits["seed"].min())
     target_tokens, _ = token_distributions(scored, split_half(splits, seed, "target"))
@@ -290,6 +340,12 @@ def token_level_tvds(model: str, scored: pd.DataFrame, human: pd.DataFrame, spli
         }
     )
     out["mass"] = mass.reindex(out.index).to_numpy(dtype=np.float64)
+    majority = modes(human_tokens)[["text_id", "word_num", "word"]]
+    model_items = _modal_items(scored, majority).reindex(out.index)
+    out["confidence_model"], out["correct_model"] = model_items["confidence"], model_items["correct"]
+    for name, table in (("oracle1", oracle_tokens), ("oracle2", target_tokens)):
+        items = calibration_items(restrict(table, covered), majority).set_index(KEY).reindex(out.index)
+        out[f"confidence_{name}"], out[f"correct_{name}"] = items["confidence"], items["correct"]
     return out.reset_index().assign(model=model)
 
 
@@ -302,11 +358,15 @@ def group_tvds(
     vectors: object,
     k_max: int = 10,
     seed: int = 0,
+    human: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Figure 4's data: word-, POS- and meaning-level TVD of the model and of the oracle to the target half.
+    """Figure 4's data: word-, POS- and meaning-level TVD of the model and of the oracle.
 
-    Returns ``system, level, text_id, word_num, tvd`` (first split; the
-    model on the positions it covers).
+    The oracle half is measured against the target half of the first split;
+    the model against that same half, or with ``human`` (all responses,
+    ``protocol: paper``, as the authors' figure) against all responses.
+    Returns ``system, level, text_id, word_num, tvd`` (the model on the
+    positions it covers).
     """
     from unsure.nextword.semantic import meaning_tvd, pos_tvd
 
@@ -315,12 +375,58 @@ def group_tvds(
     target = restrict(split_half(splits, first, "target"), covered)
     oracle = restrict(split_half(splits, first, "oracle"), covered)
     frames = []
-    for name, table in (("model", model), (ORACLE, oracle)):
+    model_reference = target if human is None else restrict(human, covered)
+    for name, table, reference in (("model", model, model_reference), (ORACLE, oracle, target)):
         levels = {
-            "word": tvd(target, table),
-            "POS": pos_tvd(target, table, positions, tagger=tagger),  # type: ignore[arg-type]
-            "meaning": meaning_tvd(target, table, vectors, k_max=k_max, seed=seed),  # type: ignore[arg-type]
+            "word": tvd(reference, table),
+            "POS": pos_tvd(reference, table, positions, tagger=tagger),  # type: ignore[arg-type]
+            "meaning": meaning_tvd(reference, table, vectors, k_max=k_max, seed=seed),  # type: ignore[arg-type]
         }
         for level, values in levels.items():
             frames.append(values.rename("tvd").reset_index().assign(system=name, level=level))
     return pd.concat(frames, ignore_index=True)[["system", "level", *KEY, "tvd"]]
+
+
+def tvd_differences(tvds: pd.DataFrame, systems: Sequence[str]) -> pd.DataFrame:
+    """Per position and system: TVD(system, all responses) minus TVD(oracle, all responses) (figure 12).
+
+    ``tvds`` is :func:`evaluate_systems`' per-position frame. Positive values
+    are positions where the system is farther from the humans than another
+    group of humans is; only positions both cover count.
+    """
+    require(tvds, ["system", *KEY, "tvd_human"], "per-position TVD table")
+    oracle = tvds[tvds["system"] == ORACLE].set_index(KEY)["tvd_human"]
+    frames = []
+    for name in systems:
+        mine = tvds[tvds["system"] == name].set_index(KEY)["tvd_human"]
+        both = mine.index.intersection(oracle.index)
+        diff = (mine.loc[both] - oracle.loc[both]).rename("difference").reset_index()
+        frames.append(diff.assign(system=name))
+    if not frames:
+        return pd.DataFrame(columns=["system", *KEY, "difference"])
+    return pd.concat(frames, ignore_index=True)[["system", *KEY, "difference"]]
+
+
+def biased_tvds(biased: Mapping[str, pd.DataFrame], human: pd.DataFrame, splits: pd.DataFrame) -> pd.DataFrame:
+    """Per position: TVD to all responses of each biased estimator and of the oracle half, where both exist (fig. 5).
+
+    ``biased`` maps a model to its :func:`unsure.nextword.inference.biased_table`;
+    the oracle is the oracle half of the first split, as in figure 2. Columns
+    ``system, text_id, word_num, tvd_human``; systems are ``<model> (biased)``
+    and ``oracle`` (on the positions of the first biased model).
+    """
+    seed = int(splits["seed"].min())
+    frames = []
+    for k, (model, table) in enumerate(biased.items()):
+        probs = table[[*KEY, "word", "prob"]]
+        covered = pd.MultiIndex.from_frame(probs[KEY].drop_duplicates())
+        human_here = restrict(human, covered)
+        frames.append(tvd(human_here, probs).rename("tvd_human").reset_index().assign(system=f"{model} (biased)"))
+        if k == 0:
+            oracle = restrict(split_half(splits, seed, "oracle"), covered)
+            frames.append(
+                tvd(human_here, oracle, missing="drop").rename("tvd_human").reset_index().assign(system=ORACLE)
+            )
+    if not frames:
+        return pd.DataFrame({"system": [], "text_id": [], "word_num": [], "tvd_human": []})
+    return pd.concat(frames, ignore_index=True)[["system", *KEY, "tvd_human"]]

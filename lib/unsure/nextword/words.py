@@ -73,3 +73,19 @@ def normalize_word(word: str) -> str:
 def normalize_words(words: Iterable[str]) -> list[str]:
     """:func:`normalize_word` over many words (cached, so repeated words cost nothing)."""
     return [normalize_word(w) for w in words]
+
+
+def surface_form(text: str) -> str:
+    """A word as a model would write it: surrounding white space and punctuation stripped, case and inside kept.
+
+    ``"nationwide."`` is ``nationwide`` and ``" Parker"`` is ``Parker``: the
+    first complete word a sampler extracts, whose log-probability after a
+    space the biased estimator scores. ``normalize_word`` of it is that of
+    ``text`` (both strip the same ends).
+    """
+    start, end = 0, len(text)
+    while start < end and not _is_word_char(text[start]):
+        start += 1
+    while end > start and not _is_word_char(text[end - 1]):
+        end -= 1
+    return text[start:end]

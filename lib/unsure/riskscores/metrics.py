@@ -23,7 +23,13 @@ wins, and the threshold is capped at 1. Both are computed in every run.
 
 The signed calibration error (the paper's Eq. 3) is
 ``SCE = 1/n sum_m sum_{i in B_m} (s_i - y_i)``; the bins cancel, so it is the
-mean score minus the positive rate: positive means scores too high.
+mean score minus the positive rate: positive means scores too high. Figure A6
+compares groups by ``Delta_SCE = SCE_A - SCE_B`` (:func:`sce_differences`).
+
+Reliability curves (:func:`calibration_points`) carry a 95% Wilson score
+interval of each bin's positive rate (figure A5): unlike the normal
+approximation it stays inside [0, 1] and is not empty when a small subgroup
+bin is all one class.
 """
 
 from __future__ import annotations
@@ -143,15 +149,60 @@ def _balanced_threshold(yy: npt.NDArray[np.int64], ss: Floats) -> float:
 def calibration_points(
     y: npt.ArrayLike, s: npt.ArrayLike, *, n_bins: int = 10, strategy: Strategy = "uniform"
 ) -> dict[str, Floats]:
-    """Per non-empty bin: mean score, positive rate and size (a reliability curve)."""
+    """Per non-empty bin: mean score, positive rate, size and the rate's 95% Wilson interval
+    (``lower``, ``upper``): a reliability curve with its uncertainty."""
     yy, ss, idx = _binned(y, s, n_bins, strategy)
     n = np.bincount(idx, minlength=n_bins)
     keep = n > 0
+    positives = np.bincount(idx, yy, n_bins)[keep]
+    lower, upper = wilson_interval(positives, n[keep])
     return {
         "score": np.bincount(idx, ss, n_bins)[keep] / n[keep],
-        "positive_rate": np.bincount(idx, yy, n_bins)[keep] / n[keep],
+        "positive_rate": positives / n[keep],
         "n": n[keep].astype(np.float64),
+        "lower": lower,
+        "upper": upper,
     }
+
+
+def wilson_interval(positives: npt.ArrayLike, n: npt.ArrayLike, *, confidence: float = 0.95) -> tuple[Floats, Floats]:
+    """Wilson score interval of a binomial proportion ``positives / n`` (elementwise).
+
+    ``(p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``; NaN where ``n`` is 0.
+    """
+    from scipy.stats import norm
+
+    k = np.asarray(positives, dtype=np.float64)
+    nn = np.asarray(n, dtype=np.float64)
+    if np.any(k < 0) or np.any(k > nn):
+        raise ValueError("positives must lie between 0 and n")
+    z = float(norm.ppf(0.5 + confidence / 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / nn
+        centre = (p + z**2 / (2 * nn)) / (1 + z**2 / nn)
+        half = z * np.sqrt(p * (1 - p) / nn + z**2 / (4 * nn**2)) / (1 + z**2 / nn)
+    # exact 0 and 1 at k = 0 and k = n, up to rounding that would make an error bar negative
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def group_sce(y: npt.ArrayLike, s: npt.ArrayLike, groups: npt.ArrayLike) -> dict[str, float]:
+    """The signed calibration error (Eq. 3) within each group: which groups' scores run high."""
+    yy, ss = _check(y, s)
+    g = np.asarray(groups).astype(str)
+    if g.shape != yy.shape:
+        raise ValueError(f"groups must have one entry per score, got {g.shape} for {yy.shape}")
+    return {str(name): signed_calibration_error(yy[g == name], ss[g == name]) for name in np.unique(g)}
+
+
+def sce_differences(
+    y: npt.ArrayLike, s: npt.ArrayLike, groups: npt.ArrayLike, pairs: list[tuple[str, str]]
+) -> dict[tuple[str, str], float]:
+    """``Delta_SCE = SCE_A - SCE_B`` for each pair ``(A, B)`` (figure A6): positive when group A's
+    scores are inflated more than B's, i.e. an undue score advantage of A when ``y = 1`` is the
+    favourable outcome. NaN when either group has no rows."""
+    per_group = group_sce(y, s, groups)
+    nan = float("nan")
+    return {(a, b): per_group.get(a, nan) - per_group.get(b, nan) for a, b in pairs}
 
 
 def auc(y: npt.ArrayLike, s: npt.ArrayLike, *, name: str = "scores") -> float:

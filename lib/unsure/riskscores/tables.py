@@ -12,6 +12,8 @@ import pandas as pd
 from unsure.riskscores.baselines import BASELINES
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.metrics import evaluate, fit_threshold
+from unsure.riskscores.printed import METRICS as PRINTED_METRICS
+from unsure.riskscores.printed import printed_values
 from unsure.riskscores.prompts import Protocol
 from unsure.riskscores.text import value_text
 
@@ -119,10 +121,16 @@ LEDGER_COLUMNS = {
     "model": "Model",
     "prompting": "Prompting",
     "prompts": "Prompts (protocol)",
+    "printed_in": "Printed in",
+    "ece_printed": "ECE printed",
     "ece": "ECE (equal-width bins)",
     "ece_quantile": "ECE (quantile bins)",
+    "brier_printed": "Brier printed",
     "brier": "Brier",
+    "auc_printed": "AUC printed",
     "auc": "AUC",
+    "accuracy_printed": "Accuracy printed",
+    "accuracy": "Accuracy (0.5)",
     "sce": "SCE",
     "threshold_rule": "Threshold rule in tables",
     "accuracy_fitted": "Accuracy (accuracy-max threshold)",
@@ -143,10 +151,14 @@ _NOTES = {
 
 
 def reproduction_table(metrics: pd.DataFrame, protocol: Protocol) -> pd.DataFrame:
-    """The ledger: per task, model and prompting, which protocol made the prompts, and both
-    values of the metric-level choices (ECE bins; the fitted threshold's rule), whichever the
-    tables show. A prompt-level difference needs a run under the other protocol."""
-    rows = metrics.copy()
+    """The ledger: per task, model and prompting, which protocol made the prompts, the value
+    the paper prints beside ours (Table 1, A1-A4; :mod:`unsure.riskscores.printed`; matched by
+    the model keys of ``config/config.yaml``), and both values of the metric-level choices (ECE
+    bins; the fitted threshold's rule), whichever the tables show. A prompt-level difference
+    needs a run under the other protocol."""
+    printed = printed_values().rename(columns={m: f"{m}_printed" for m in PRINTED_METRICS} | {"source": "printed_in"})
+    rows = metrics.merge(printed, on=KEYS, how="left", validate="many_to_one")
+    rows["printed_in"] = rows["printed_in"].fillna("—")
     baseline = rows["model"].isin(BASELINES)
     rows["prompts"] = [("—" if b else protocol) for b in baseline]
     rows["threshold_rule"] = "balanced accuracy" if protocol == "paper" else "accuracy"

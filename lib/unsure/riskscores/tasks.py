@@ -274,7 +274,16 @@ def read_person_zip(path: str | os.PathLike[str], columns: Sequence[str]) -> pd.
     if frame.empty:
         raise ValueError(f"{path}: the person file has a header but no records")
     numeric = [c for c in wanted if c != "SERIALNO"]
-    frame[numeric] = frame[numeric].apply(pd.to_numeric, errors="coerce").astype(np.float64)
+    coerced = frame[numeric].apply(pd.to_numeric, errors="coerce").astype(np.float64)
+    for column in numeric:  # a blank cell is the Census' N/A; text where a code belongs is a damaged file
+        bad = coerced[column].isna() & frame[column].notna()
+        if bad.any():
+            first = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{path}: column {column} holds {int(bad.sum())} non-numeric cell(s), the first "
+                f"{frame[column].iloc[first]!r} on line {first + 2} (SERIALNO {frame['SERIALNO'].iloc[first]})"
+            )
+    frame[numeric] = coerced
     frame.insert(
         0,
         "row_id",
@@ -306,6 +315,12 @@ def task_rows(persons: pd.DataFrame, task: Task, *, n_train: int, n_eval: int, s
     rows = persons[task.population(persons)].copy()
     if rows.empty:
         raise ValueError(f"task {task.name}: no person record passes the population filters")
+    if len(rows) <= n_eval:
+        raise ValueError(
+            f"task {task.name}: studies.riskscores.n_eval ({n_eval}) takes the whole population "
+            f"({len(rows)} persons) and leaves no training rows for the threshold and the baselines; "
+            "lower n_eval or add states (data.acs.states)"
+        )
     rows["label"] = task.label(rows)
     rows = rows.iloc[np.argsort(split_key(rows["row_id"], seed), kind="stable")].reset_index(drop=True)
     rows["split"] = np.where(np.arange(len(rows)) < n_eval, "eval", "train")

@@ -12,6 +12,11 @@ estimates every unit with every method:
 * ``equal-<n>``: ``n`` rows per subgroup, subgroups with fewer than ``4n``
   rows dropped; accuracy.
 
+SR, EB and the Lasso are fitted per dataset (the paper analyses each dataset
+separately, benchmarking all its models at once); under the proportional
+design SR and EB are also fitted per dataset and model (``EB-separate``,
+``SR-separate``: the paper's "LLMs benchmarked separately").
+
 SR cross-fitting folds split the (dataset, subgroup) pairs, so that the same
 subgroup under another model (whose rows are the same instances, hence whose
 noise is correlated) never trains the prediction for it. Leave-one-covariate-
@@ -40,6 +45,7 @@ from threadpoolctl import threadpool_limits
 from unsure.subgroups.estimators import (
     PROTOCOL_VARIANCE,
     BinaryVariance,
+    ProblemResult,
     SRSettings,
     SubgroupsProtocol,
     crossfit_sr,
@@ -183,78 +189,112 @@ def _folds(pool: Pool, units: Ints, k: int, rng: np.random.Generator) -> Ints:
     return np.asarray(fold_of[inv], dtype=np.int64)
 
 
+SEPARATE = {"EB": "EB-separate", "SR": "SR-separate"}
+"""Methods of the "LLMs benchmarked separately" analysis: SR and EB fitted on one model's units of a dataset."""
+
+
+def _fit(
+    pool: Pool, draw: _Draw, present: Ints, folds: Ints, metric: str, protocol: Protocol, seed: int
+) -> ProblemResult:
+    """Every estimator on the units ``present`` (their rows of ``draw``), cross-fitted over ``folds``."""
+    remap = np.full(len(pool.units), -1, dtype=np.int64)
+    remap[present] = np.arange(len(present))
+    mask = remap[draw.unit] >= 0
+    return estimate_problem(
+        pool.X[present],
+        draw.values[metric][mask],
+        remap[draw.unit[mask]],
+        len(present),
+        folds,
+        binary=is_binary(metric),
+        alpha=protocol.alpha,
+        sr=protocol.sr,
+        lasso_lambdas=protocol.lasso_lambdas,
+        seed=seed,
+        variance=protocol.binary_variance,
+    )
+
+
+def _frame(
+    rep: int, design: str, metric: str, present: Ints, truth: Floats, res: ProblemResult, names: Mapping[str, str]
+) -> list[pd.DataFrame]:
+    """One estimates frame per method of ``res`` named in ``names`` (method -> name it is filed under)."""
+    return [
+        pd.DataFrame(
+            {
+                "rep": rep,
+                "design": design,
+                "metric": metric,
+                "unit": present,
+                "n": res.stats.n,
+                "truth": truth,
+                "method": name,
+                "estimate": res.estimates[method],
+                "lo": res.lower[method],
+                "hi": res.upper[method],
+            }
+        )
+        for method, name in names.items()
+    ]
+
+
 def run_repetition(pool: Pool, protocol: Protocol, rep: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One repetition: (estimates, problem diagnostics, LOCO importance) frames."""
+    """One repetition: (estimates, problem diagnostics, LOCO importance) frames.
+
+    SR, EB and the Lasso are fitted per dataset, as the paper analyses each
+    dataset separately (all its models at once). Under the proportional
+    design, accuracy is also estimated with SR and EB fitted per dataset and
+    model (``EB-separate``, ``SR-separate``: the paper's "LLMs benchmarked
+    separately").
+    """
     rng = np.random.default_rng([protocol.seed, rep])
     estimates: list[pd.DataFrame] = []
     problems: list[dict[str, object]] = []
     importance: list[pd.DataFrame] = []
+    dataset_of = pool.units["dataset"].astype(str).to_numpy()
+    model_of = pool.units["model"].astype(str).to_numpy()
     for design in protocol.designs:
         draw = _draw(pool, pool.sizes(design, protocol), rng)
-        present = np.unique(draw.unit)
-        if len(present) == 0:
-            continue
-        remap = np.full(len(pool.units), -1, dtype=np.int64)
-        remap[present] = np.arange(len(present))
-        local = remap[draw.unit]
-        folds = _folds(pool, present, protocol.folds, rng)
+        drawn = np.unique(draw.unit)
         seed = int(rng.integers(2**31 - 1))
-        if len(np.unique(folds)) < protocol.folds:
-            LOG.warning("rep %d, %s: fewer subgroups than folds, design skipped", rep, design)
-            continue
         metrics = pool.metrics if design == "proportional" else [m for m in pool.metrics if is_binary(m)]
-        X = pool.X[present]
-        for metric in metrics:
-            res = estimate_problem(
-                X,
-                draw.values[metric],
-                local,
-                len(present),
-                folds,
-                binary=is_binary(metric),
-                alpha=protocol.alpha,
-                sr=protocol.sr,
-                lasso_lambdas=protocol.lasso_lambdas,
-                seed=seed,
-                variance=protocol.binary_variance,
-            )
-            truth = pool.units[f"truth_{metric}"].to_numpy()[present]
-            for method in res.estimates:
-                estimates.append(
-                    pd.DataFrame(
-                        {
-                            "rep": rep,
-                            "design": design,
-                            "metric": metric,
-                            "unit": present,
-                            "n": res.stats.n,
-                            "truth": truth,
-                            "method": method,
-                            "estimate": res.estimates[method],
-                            "lo": res.lower[method],
-                            "hi": res.upper[method],
-                        }
-                    )
+        for dataset in sorted(set(dataset_of[drawn])):
+            present = drawn[dataset_of[drawn] == dataset]
+            folds = _folds(pool, present, protocol.folds, rng)
+            if len(np.unique(folds)) < protocol.folds:
+                LOG.warning("rep %d, %s, dataset %r: fewer subgroups than folds, skipped", rep, design, dataset)
+                continue
+            for metric in metrics:
+                res = _fit(pool, draw, present, folds, metric, protocol, seed)
+                truth = pool.units[f"truth_{metric}"].to_numpy()[present]
+                estimates += _frame(rep, design, metric, present, truth, res, {m: m for m in res.estimates})
+                mom = res.ebci.moments
+                problems.append(
+                    {
+                        "rep": rep,
+                        "design": design,
+                        "metric": metric,
+                        "dataset": dataset,
+                        "units": len(present),
+                        "a_hat": res.a_hat,
+                        "mu2": mom.mu2,
+                        "kappa": mom.kappa,
+                        "mu2_raw": mom.mu2_raw,
+                        "lasso_lambda": res.lasso_lambda,
+                        "sr_depth": ",".join(str(f.depth) for f in res.sr_fits.values()),
+                        "sr_trees": ",".join(str(f.trees) for f in res.sr_fits.values()),
+                    }
                 )
-            mom = res.ebci.moments
-            problems.append(
-                {
-                    "rep": rep,
-                    "design": design,
-                    "metric": metric,
-                    "units": len(present),
-                    "a_hat": res.a_hat,
-                    "mu2": mom.mu2,
-                    "kappa": mom.kappa,
-                    "mu2_raw": mom.mu2_raw,
-                    "lasso_lambda": res.lasso_lambda,
-                    "sr_depth": ",".join(str(f.depth) for f in res.sr_fits.values()),
-                    "sr_trees": ",".join(str(f.trees) for f in res.sr_fits.values()),
-                }
-            )
-            if design == "proportional" and is_binary(metric):
+                if design != "proportional" or not is_binary(metric):
+                    continue
                 fixed = {k: (f.depth, f.trees) for k, f in res.sr_fits.items() if f.booster is not None}
                 importance.append(_loco(pool, present, res.stats.z, truth, folds, protocol, seed, fixed, rep))
+                for model in sorted(set(model_of[present])):
+                    mine = model_of[present] == model
+                    if len(np.unique(folds[mine])) < protocol.folds:
+                        continue
+                    alone = _fit(pool, draw, present[mine], folds[mine], metric, protocol, seed)
+                    estimates += _frame(rep, design, metric, present[mine], truth[mine], alone, SEPARATE)
     return (
         pd.concat(estimates, ignore_index=True) if estimates else pd.DataFrame(),
         pd.DataFrame(problems),

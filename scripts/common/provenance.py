@@ -1,0 +1,9 @@
+"""The provenance record of one study's results (weights, code, packages, config slice)."""
+
+from unsure.config import parse_config
+from unsure.io import write_json
+from unsure.logs import logged
+from unsure.provenance import provenance
+
+with logged(snakemake.log[0]):
+    write_json(snakemake.output[0], provenance(parse_config(snakemake.config), snakemake.params.study))

@@ -1,0 +1,31 @@
+"""Which weights, code, packages and settings made each study's results.
+
+One rule per study, written after the study's outputs (its ``<study>_all``) and
+again whenever they or the study's config slice change; the report files it
+under the study as ``provenance``.
+"""
+
+for _study in STUDIES:
+
+    rule:
+        name:
+            f"{_study}_provenance"
+        input:
+            getattr(rules, f"{_study}_all").input,
+        output:
+            report(
+                f"results/{_study}/provenance.json",
+                caption="../report/provenance.rst",
+                category=_study,
+                subcategory="provenance",
+                labels={"record": "provenance"},
+            ),
+        log:
+            f"{LOGS}/provenance/{_study}.log",
+        conda:
+            "../../envs/unsure.yaml"
+        params:
+            study=_study,
+            settings=json.dumps(study_settings(CFG, _study), sort_keys=True),
+        script:
+            "../../scripts/common/provenance.py"
