@@ -31,14 +31,13 @@ include: "workflow/rules/labelbias.smk"
 include: "workflow/rules/provenance.smk"
 
 
+ACTIVE = CFG.active_studies()  # a study without models is skipped, with a warning
+
+
 rule all:
     default_target: True
     input:
         rules.data_all.input,
         rules.models_all.input,
-        rules.subgroups_all.input,
-        rules.riskscores_all.input,
-        rules.nextword_all.input,
-        rules.decisionrisk_all.input,
-        rules.labelbias_all.input,
-        expand("results/{study}/provenance.json", study=STUDIES),
+        [getattr(rules, f"{study}_all").input for study in ACTIVE],
+        expand("results/{study}/provenance.json", study=ACTIVE),

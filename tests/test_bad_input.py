@@ -426,8 +426,9 @@ CASES = [
              custom_tasks={"ACSIncome": {"based_on": "ACSIncome", "filters": ["ST=6"]}})),
          ("custom_tasks: ACSIncome is a folktables task name",), ConfigError),
     Case("empty-model-list",
-         lambda k, t: _load(t, lambda c: c["studies"]["decisionrisk"].update(models=[])),
-         ("studies.decisionrisk.models: empty; the study needs at least one model",), ConfigError),
+         lambda k, t: _load(t, lambda c: c["studies"]["decisionrisk"].update(models=[])).active_studies(),
+         ("studies.decisionrisk.models is empty: `all` skips the decisionrisk study",), None, "log",
+         lambda active: "decisionrisk" not in active and "riskscores" in active),
     Case("empty-task-list",
          lambda k, t: _load(t, lambda c: c["studies"]["riskscores"].update(tasks=[])),
          ("config key studies.riskscores.tasks", "at least 1 item"), ConfigError),
@@ -488,6 +489,11 @@ CASES = [
              local_dir=_write(t / "copy" / "Provo_Corpus-Predictability_Norms.csv", HTML).parent),
          ("Provo_Corpus-Predictability_Norms.csv", "data.provo.local_dir", "HTML page titled '404 Not Found'"),
          LocalCopyError),
+    Case("nextword-samples-at-no-studied-position",
+         lambda k, t: read_samples(
+             _write(t / "samples.jsonl", b'{"text_id": 9, "word_num": 2, "samples": ["cat"]}\n'),
+             known=pd.DataFrame({"text_id": [1, 1, 2], "word_num": [2, 3, 2]})),
+         ("samples.jsonl: no sample at any studied position (3 positions of passages 1..2)",)),
     Case("nextword-samples-not-utf8",
          lambda k, t: read_samples(
              _write(t / "samples.jsonl", b'{"text_id": 1, "word_num": 2, "samples": ["' + LATIN1 + b'"]}\n')),

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-from workflow_helpers import REPO
+import yaml
+from workflow_helpers import REPO, jobs, snakemake
 
 
 def _unrepresentable_params(configfile: str) -> dict[str, set[tuple[str, str]]]:
@@ -56,3 +57,49 @@ def test_the_check_sees_an_object_param(tmp_path: Path) -> None:
 
     assert PersistenceBase._serialize_param_builtin(None, Model(id="gpt2")) is UNREPRESENTABLE
     assert PersistenceBase._serialize_param_builtin(None, Model(id="gpt2").model_dump()) is not UNREPRESENTABLE
+
+
+def _demo_with(checkout: Path, name: str, dtype: str) -> str:
+    config = yaml.safe_load((checkout / "config" / "demo.yaml").read_text(encoding="utf-8"))
+    config["models"]["tiny-llama-chat"]["dtype"] = dtype
+    (checkout / name).write_text(yaml.safe_dump(config), encoding="utf-8")
+    return name
+
+
+@pytest.mark.workflow
+def test_changing_one_nextword_model_entry_plans_only_that_models_jobs(checkout: Path) -> None:
+    """Changing ``dtype`` of a nextword model gave "Nothing to be done" and stale samples."""
+    before = _demo_with(checkout, "before.yaml", "auto")
+    summary = snakemake("--summary", "nextword_all", "--configfile", before, cwd=checkout)
+    assert summary.returncode == 0, summary.stderr
+    for path, _, rule, *_ in (line.split("\t") for line in summary.stdout.splitlines()[1:] if "\t" in line):
+        target = checkout / path  # stand-in outputs, then marked done with their provenance
+        if rule == "zoo_model" or path.endswith(("/encoders", "/tuned")):
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+    touched = snakemake("--touch", "nextword_all", "--configfile", before, "-c1", cwd=checkout)
+    assert touched.returncode == 0, touched.stderr
+    same = snakemake("-n", "nextword_all", "--configfile", before, cwd=checkout)
+    assert "Nothing to be done" in same.stdout + same.stderr, same.stdout[-2000:]
+    dry = snakemake("-n", "nextword_all", "--configfile", _demo_with(checkout, "after.yaml", "float32"), cwd=checkout)
+    assert dry.returncode == 0, dry.stderr
+    counts = jobs(dry.stdout)
+    assert counts["nextword_sample"] == 2, counts  # its two chat modes, one shard each
+    assert not {"nextword_tokens", "nextword_biased", "nextword_finetune", "zoo_model"} & set(counts), counts
+    sampled = [line for line in dry.stdout.splitlines() if line.strip().startswith("output: results/nextword/samples/")]
+    assert sampled and all("/samples/tiny-llama-chat/" in line for line in sampled), sampled
+
+
+@pytest.mark.workflow
+def test_all_skips_a_study_without_models_and_says_so(checkout: Path) -> None:
+    """``models: []`` ended in a matplotlib error deep inside a figure job."""
+    config = yaml.safe_load((checkout / "config" / "demo.yaml").read_text(encoding="utf-8"))
+    config["studies"]["decisionrisk"]["models"] = []
+    (checkout / "no-dr.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    dry = snakemake("-n", "all", "--configfile", "no-dr.yaml", cwd=checkout)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "studies.decisionrisk.models is empty: `all` skips the decisionrisk study" in dry.stdout + dry.stderr
+    assert not any(rule.startswith("decisionrisk_") for rule in jobs(dry.stdout)), jobs(dry.stdout)
+    assert jobs(dry.stdout)["riskscores_provenance"] == 1

@@ -14,6 +14,7 @@ Snakemake profiles, not here.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,6 +24,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from unsure.model_sizes import gpu_problems
+
+log = logging.getLogger(__name__)
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)]
 """A name used as a path component: model names, zoo names."""
@@ -746,10 +749,6 @@ class Config(Strict):
                 problems.append(f"models.{name}.id: {model.id!r} is a zoo path but zoo.models has no entry {zoo!r}")
         for study_name in Studies.model_fields:
             study: Study = getattr(self.studies, study_name)
-            # nextword can study pre-collected sample files alone (the paper's released samples)
-            only_files = study_name == "nextword" and bool(self.studies.nextword.sample_files)
-            if not study.models and study_name != "subgroups" and not only_files:
-                problems.append(f"studies.{study_name}.models: empty; the study needs at least one model")
             for i, name in enumerate(study.models):
                 if name not in self.models:
                     problems.append(f"studies.{study_name}.models[{i}]: unknown model {name!r} (not under models:)")
@@ -770,6 +769,20 @@ class Config(Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def active_studies(self) -> list[str]:
+        """The studies ``all`` builds: those with models to run (subgroups always; nextword also
+        on pre-collected sample files alone). A study without any is skipped, with a warning,
+        rather than failing deep inside a figure."""
+        active = []
+        for name in Studies.model_fields:
+            study: Study = getattr(self.studies, name)
+            files = name == "nextword" and bool(self.studies.nextword.sample_files)
+            if study.models or files or name == "subgroups":
+                active.append(name)
+            else:
+                log.warning("studies.%s.models is empty: `all` skips the %s study", name, name)
+        return active
 
     def study_models(self, study: str) -> dict[str, Model]:
         """The models a study runs, by name, in config order."""

@@ -394,6 +394,12 @@ def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None
             position, a string of several words, the failure marker, ...).
     """
     surfaces = read_surface_samples(path, known)
+    if known is not None and surfaces.empty:
+        passages = sorted(set(known["text_id"]))
+        raise ValueError(
+            f"{path}: no sample at any studied position ({len(known)} positions of passages "
+            f"{passages[0]}..{passages[-1]}); check its text_id and word_num against the Provo norms"
+        )
     out = surfaces.groupby(["text_id", "word_num", "word"], sort=True)["count"].sum().reset_index()
     out["word"] = out["word"].astype(object)
     return out.astype({"text_id": np.int64, "word_num": np.int64, "count": np.int64})
