@@ -110,6 +110,7 @@ def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float,
         first, acs_income_task, question=acs_income_task.multiple_choice_qa
     )
     model, tok = load_model_tokenizer(path)
+    model = model.float()  # folktexts loads half precision; float32 as the engine, so the scores compare
     peer = TransformersLLMClassifier(
         model, tok, acs_income_task, correct_order_bias=True, batch_size=16, context_size=2048
     )
@@ -176,9 +177,12 @@ def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[f
             out = model.generate(
                 **ids, do_sample=True, num_return_sequences=n, max_new_tokens=6, top_k=0, pad_token_id=tok.eos_token_id
             )
-        for seq in tok.batch_decode(out[:, ids["input_ids"].shape[1] :], skip_special_tokens=True):
-            word, _ = first_word(seq, finished=True)
-            theirs[f"{prompt}|{word}"] += 1
+        new = out[:, ids["input_ids"].shape[1] :]
+        for seq, text in zip(new, tok.batch_decode(new, skip_special_tokens=True), strict=True):
+            # as the engine reduces a reply: a word is settled by what follows it or by the
+            # end of the reply; one still open when the tokens run out is rejected (None)
+            word, done = first_word(text, finished=bool((seq == tok.eos_token_id).any()))
+            theirs[f"{prompt}|{word if done else None}"] += 1
     t_peer = time.perf_counter() - start
     start, tokens0 = time.perf_counter(), engine.counters.tokens
     results = engine.sample_words(
