@@ -109,8 +109,10 @@ def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float,
     same = build_prompt(task, text.iloc[0], "multiple_choice", 0, year=2018, protocol="paper") == encode_row_prompt(
         first, acs_income_task, question=acs_income_task.multiple_choice_qa
     )
-    model, tok = load_model_tokenizer(path)
-    model = model.float()  # folktexts loads half precision; float32 as the engine, so the scores compare
+    _, tok = load_model_tokenizer(path)  # folktexts' tokenizer set-up
+    # folktexts loads the weights in half precision; the same weights in float32, as the engine
+    # runs here, so that the scores compare (upcasting a half-precision copy would not)
+    model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     peer = TransformersLLMClassifier(
         model, tok, acs_income_task, correct_order_bias=True, batch_size=16, context_size=2048
     )
