@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import REPO, jobs, snakemake
+from workflow_helpers import REPO, jobs, snakemake, stand_in_outputs
 
 from unsure.config import ConfigError, parse_config
 
@@ -24,16 +24,9 @@ def test_adding_a_model_runs_only_its_inference_and_the_summaries(checkout: Path
     before = with_models(checkout, "before.yaml", ["tiny-llama", "tiny-llama-chat"])
     summary = snakemake("--summary", "riskscores_all", "--configfile", before, cwd=checkout)
     assert summary.returncode == 0, summary.stderr
-    outputs = [line.split("\t") for line in summary.stdout.splitlines()[1:] if "\t" in line]
+    outputs = stand_in_outputs(checkout, summary.stdout)  # then mark them done with their provenance
     assert {"results/riskscores/tables/table1.tex", "results/riskscores/figures/figA9.pdf",
             "results/riskscores/scores/subgroups_input.parquet"} <= {o[0] for o in outputs}  # fmt: skip
-    for path, _, rule, *_ in outputs:  # stand-in outputs, then mark them done with their provenance
-        target = checkout / path
-        if rule == "zoo_model":
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.touch()
     touched = snakemake("--touch", "riskscores_all", "--configfile", before, "-c1", cwd=checkout)
     assert touched.returncode == 0, touched.stderr
     after = with_models(checkout, "after.yaml", ["tiny-llama", "tiny-llama-chat", "tiny-gpt2"])

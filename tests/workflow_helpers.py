@@ -30,6 +30,20 @@ def jobs(out: str) -> dict[str, int]:
     return counts
 
 
+def stand_in_outputs(checkout: Path, summary: str) -> list[list[str]]:
+    """Empty stand-ins for every output a ``--summary`` lists (folders for directory outputs),
+    so that ``--touch`` can mark them done; the summary's rows (path, date, rule, ...)."""
+    rows = [line.split("\t") for line in summary.splitlines()[1:] if "\t" in line]
+    for path, _, rule, *_ in rows:
+        target = checkout / path
+        if rule == "zoo_model" or path.endswith(("/encoders", "/tuned")):
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+    return rows
+
+
 def copy_workflow(dest: Path) -> Path:
     """A copy of the workflow without resources/ or results/, so runs cannot touch the real tree."""
     shutil.copytree(

@@ -11,7 +11,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from unsure.config import ConfigError, parse_config, read_config_file
+from unsure.config import ConfigError, Studies, parse_config, read_config_file
 from unsure.controller import clear_stale_locks, forget_controller, record_controller
 from unsure.paths import slug
 from unsure.provenance import study_settings
@@ -92,4 +92,4 @@ def report_outputs(study, kind, names, labels=None, captions=None):
     return files
 
 
-STUDIES = ["riskscores", "nextword", "subgroups", "labelbias", "decisionrisk"]
+STUDIES = list(Studies.model_fields)

@@ -780,21 +780,16 @@ def _shared_prefix_groups(
         if groups:
             group, cut = groups[-1]
             first_read, first = prompts[group[0]]
-            common = min(cut, _common_prefix(first, tokens), len(tokens) - 1)
+            same = next(
+                (k for k, (a, b) in enumerate(zip(first, tokens, strict=False)) if a != b), min(len(first), len(tokens))
+            )
+            common = min(cut, same, len(tokens) - 1)
             shortest = min(len(tokens), *(len(prompts[j][1]) for j in group))
             if first_read == read and common >= SHARED_PREFIX_MIN * shortest and common > 0:
                 groups[-1] = ([*group, i], common)
                 continue
         groups.append(([i], max(0, len(tokens) - 1)))
     return groups
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for k in range(n):
-        if a[k] != b[k]:
-            return k
-    return n
 
 
 def _is_out_of_memory(err: RuntimeError) -> bool:

@@ -139,8 +139,6 @@ def _score_chunks(
     bar.close()
     result = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({ID: []})
     write_parquet(out, result)
-    for path in [*chunk_dir.glob("chunk-*.parquet"), chunk_dir / "fingerprint.json"]:
-        path.unlink()
     seconds = time.perf_counter() - start
     n_tokens = (tokens() if tokens else 0) - tokens0
     log.info(

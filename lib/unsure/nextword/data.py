@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
 import logging
 import os
@@ -73,21 +74,20 @@ ENCODING = "latin-1"
 """Encoding of the OSF norms file (its bytes are ISO-8859-1 / Windows-1252)."""
 
 
-def norms_encoding(path: Path) -> str:
-    """The OSF file's Latin-1, unless the file is valid UTF-8 (a re-saved copy): then UTF-8.
+def norms_text(path: Path) -> str:
+    """The norms file's text: the OSF file's Latin-1, unless the file is valid UTF-8 (a re-saved copy).
 
     Latin-1 decodes any bytes, so a UTF-8 copy read as Latin-1 turns ``café`` into
     ``cafÃ©`` silently; real Latin-1 text with accents is almost never valid UTF-8.
     """
     data = path.read_bytes()
     try:
-        data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return ENCODING
-    if data.isascii():
-        return ENCODING
-    log.info("%s: valid UTF-8 with non-ASCII characters; read as UTF-8 (the OSF original is Latin-1)", path)
-    return "utf-8-sig"
+        return data.decode(ENCODING)
+    if not data.isascii():
+        log.info("%s: valid UTF-8 with non-ASCII characters; read as UTF-8 (the OSF original is Latin-1)", path)
+    return text
 
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -151,7 +151,7 @@ def read_norms(path: str | os.PathLike[str]) -> pd.DataFrame:
     """
     path = Path(path)
     try:
-        raw = pd.read_csv(path, encoding=norms_encoding(path), dtype=str, keep_default_na=False, na_filter=False)
+        raw = pd.read_csv(io.StringIO(norms_text(path)), dtype=str, keep_default_na=False, na_filter=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ValueError(f"{path}: not a readable CSV file ({err})") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
