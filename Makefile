@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint dryrun pytest clean-demo shadow shadow-ci
+.PHONY: demo demo-checks test lint dryrun pytest clean-demo shadow shadow-ci
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/snakemake all --configfile config/demo.yaml
+
+# Known-truth checks on the demo's own results (tests/demo): the trained zoo recovers the generators' effects.
+demo-checks: $(STAMP)
+	UNSURE_DEMO_RESULTS=results $(BIN)/pytest tests/demo
 
 # The paper config's shadow (config/config.yaml + config/shadow.yaml) on tiny models of the
 # same families, in .shadow/paper (shadow-ci: the CI variant, entries of one size family folded).
@@ -43,4 +47,4 @@ dryrun: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest
 
-test: lint dryrun pytest demo
+test: lint dryrun pytest demo demo-checks

@@ -14,6 +14,7 @@ def test_demo_dry_run_shards_inference_and_runs_one_lora_job(checkout: Path) -> 
     assert counts["labelbias_infer"] == 3 * 2  # models x shards
     assert counts["labelbias_lora"] == 1
     assert counts["labelbias_evaluate"] == 3
+    assert counts["labelbias_differences"] == 3  # the prompt differences flipped, one job per model
     # Figs. 2-4 on tiny-llama (the demo's Llama-2), the appendix on tiny-gpt2, the pooled views
     for fig in ("fig2", "fig3", "fig4", "fig5", "fig6", "fig2_all_families", "fig3_all_models", "fig4_all_families"):
         assert f"results/labelbias/figures/{fig}.png" in res.stdout
@@ -27,6 +28,7 @@ def test_paper_dry_run_scales_with_models_shards_and_lora_runs(checkout: Path) -
     counts = jobs(res.stdout)
     assert counts["sni_task_info"] == 1  # the filter's summaries (studies.labelbias.task_info)
     assert counts["labelbias_infer"] == 10 * 32
+    assert counts["labelbias_differences"] == 10
     # 4 models x (k=0: one set; k=4, 8, 16: three sets) x 16 parts
     assert counts["labelbias_lora"] == 4 * 10 * 16
     # the paper's lineup: Figs. 2-4 Llama-2, 5-6 Mistral and Falcon, 7-8 their mitigation methods

@@ -168,12 +168,55 @@ class ZooModel(Strict):
         return self
 
 
+CorpusStudy = Literal["riskscores", "nextword", "labelbias", "decisionrisk"]
+
+DEFAULT_ZOO_EXAMPLES: dict[CorpusStudy, int] = {
+    "riskscores": 8000,
+    "nextword": 2000,
+    "labelbias": 4800,
+    "decisionrisk": 1200,
+}
+"""Per study, about what a 2-layer, 64-wide model needs to learn it (measured on the demo's zoo)."""
+
+
+def _without_defaults(schema: dict[str, Any]) -> None:
+    """Drop the properties' defaults from a section's JSON schema: Snakemake's ``validate``
+    fills defaults inside every ``anyOf`` branch, also when the value is ``null``, and
+    fails on ``None.setdefault`` (the model still applies them)."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+
+
+class ZooTraining(Strict):
+    """Brief training of the zoo's causal LMs on the generators' known truth (``unsure.zoo_training``).
+
+    Each study's room writes examples in its own request formats with answers drawn
+    from (or weighted by) the generator's true distributions, so the demo's figures
+    can show the papers' effects and the demo checks can compare them with the truth.
+    A zoo model learns the studies that run a ``models:`` entry built from it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_without_defaults)
+
+    examples: dict[CorpusStudy, PositiveInt] = Field(
+        default_factory=lambda: dict(DEFAULT_ZOO_EXAMPLES),
+        min_length=1,
+    )
+    """Training examples per study (a study left out trains nothing)."""
+    epochs: PositiveInt = 1
+    learning_rate: Annotated[float, Field(gt=0, le=1)] = 3e-3
+    batch_size: PositiveInt = 8
+    warmup_steps: Annotated[int, Field(ge=0)] = 10
+
+
 class Zoo(Strict):
     """The local model zoo: built from a seed, byte-identical across builds."""
 
     seed: Seed = 0
     corpus_sentences: PositiveInt = 20_000
     models: dict[Name, ZooModel] = Field(default_factory=dict)
+    training: ZooTraining | None = None
+    """``None``: the models stay randomly initialised (the shadow run, tests of the loading path)."""
 
 
 class Model(Strict):
@@ -734,6 +777,12 @@ class Config(Strict):
     gpu_memory_gb: Annotated[float, Field(gt=0)] = 80.0
     """Memory of one GPU of the cluster (GB): each Hugging Face model's ``gpus`` must hold its weights
     (``unsure.model_sizes``; ``bench/scale.py`` uses the same figure)."""
+    request_cache: str | None = "results/cache"
+    """Folder of the request cache (relative to the working directory): finished rows of every
+    sharded scoring job, kept per weights identity, request fingerprint and scorer code, so that a
+    rerun (a grown ``n_eval``, a job marked incomplete by Ctrl-C) scores only rows not scored
+    before (``unsure.engine.shards``). Under ``results/``, so that removing the results removes it;
+    ``null`` turns it off: every job scores all its rows."""
     data: Data = Data()
     zoo: Zoo = Zoo()
     models: dict[Name, Model] = Field(default_factory=dict)
@@ -788,6 +837,17 @@ class Config(Strict):
         """The models a study runs, by name, in config order."""
         names: tuple[str, ...] = getattr(self.studies, study).models
         return {name: self.models[name] for name in names}
+
+    def zoo_training_studies(self, zoo_name: str) -> list[CorpusStudy]:
+        """The studies whose examples zoo model ``zoo_name`` is trained on: those with
+        training examples that run a model built from it (none without ``zoo.training``)."""
+        if self.zoo.training is None:
+            return []
+        return [
+            study
+            for study in self.zoo.training.examples
+            if any(m.zoo_name == zoo_name for m in self.study_models(study).values())
+        ]
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:

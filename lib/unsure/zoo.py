@@ -1,4 +1,4 @@
-"""The local model zoo: tiny randomly initialised models of real architectures.
+"""The local model zoo: tiny models of real architectures, random or briefly trained.
 
 No model hub is reachable in CI or on an air-gapped laptop, so the demo builds
 its own: a GPT-2 (byte-level BPE), a Llama (SentencePiece-style BPE with byte
@@ -38,7 +38,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from unsure.config import ZooModel
+from unsure.config import CorpusStudy, ZooModel, ZooTraining
 from unsure.generate.text import sentences
 from unsure.io import atomic_dir
 
@@ -66,8 +66,12 @@ PROMPT_SNIPPETS = [
 
 
 def training_texts(*, seed: int, n_sentences: int) -> list[str]:
-    """The tokenizer training text: generated English plus the prompts' recurring pieces."""
-    return [*sentences(n_sentences, seed=seed), *PROMPT_SNIPPETS]
+    """The tokenizer training text: generated English, the prompts' recurring pieces and
+    risk-score prompts (one per 20 sentences), whose Census words generated English lacks."""
+    from unsure.riskscores.zoo_corpus import tokenizer_texts
+
+    prompts = tokenizer_texts(n=max(50, n_sentences // 20), seed=model_seed(seed, "tokenizer:riskscores"))
+    return [*sentences(n_sentences, seed=seed), *PROMPT_SNIPPETS, *prompts]
 
 
 def model_seed(zoo_seed: int, name: str) -> int:
@@ -245,7 +249,8 @@ def shrunk_config(folder: str | Path, spec: ZooModel) -> PretrainedConfig:
 
 def build_from_tokenizer(name: str, spec: ZooModel, out_dir: str | Path, *, zoo_seed: int) -> None:
     """A tiny model of a real family: its shrunk config, seeded weights, and the folder's
-    tokenizer and generation files copied unchanged (re-saving could alter them)."""
+    tokenizer and generation files copied unchanged (re-saving could alter them), into
+    ``out_dir`` (the caller makes it atomic)."""
     assert spec.tokenizer is not None
     folder = Path(spec.tokenizer)
     if not folder.is_dir():
@@ -259,11 +264,12 @@ def build_from_tokenizer(name: str, spec: ZooModel, out_dir: str | Path, *, zoo_
     auto: Any = AutoModelForMultipleChoice if config.model_type in ENCODER_TYPES else AutoModelForCausalLM
     model: PreTrainedModel = auto.from_config(config, dtype=torch.float32)
     model.eval()
-    with atomic_dir(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        for path in sorted(folder.iterdir()):
-            if path.is_file() and path.name in TOKENIZER_FILES:
-                shutil.copyfile(path, Path(tmp) / path.name)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name in TOKENIZER_FILES:
+            shutil.copyfile(path, out / path.name)
 
 
 TOKENIZER_FILES = frozenset(
@@ -281,17 +287,38 @@ TOKENIZER_FILES = frozenset(
 """What a model folder holds besides the weights and ``config.json``."""
 
 
-def build(name: str, spec: ZooModel, texts: Sequence[str], out_dir: str | Path, *, zoo_seed: int) -> None:
-    """Train the tokenizer, initialise the model from a seed, save both atomically."""
-    if spec.tokenizer is not None:
-        build_from_tokenizer(name, spec, out_dir, zoo_seed=zoo_seed)
-        return
-    tokenizer = train_tokenizer(spec, texts)
-    config = model_config(spec, tokenizer)
-    torch.manual_seed(model_seed(zoo_seed, name))
-    auto: Any = AutoModelForMultipleChoice if spec.architecture == "bert" else AutoModelForCausalLM
-    model: PreTrainedModel = auto.from_config(config, dtype=torch.float32)
-    model.eval()
+def build(
+    name: str,
+    spec: ZooModel,
+    texts: Sequence[str],
+    out_dir: str | Path,
+    *,
+    zoo_seed: int,
+    training: ZooTraining | None = None,
+    studies: Sequence[CorpusStudy] = (),
+) -> None:
+    """Train the tokenizer, initialise the model from a seed, train a causal LM briefly
+    on ``studies``' known truth when ``training`` is given (:mod:`unsure.zoo_training`),
+    save everything atomically."""
     with atomic_dir(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        if spec.tokenizer is not None:
+            build_from_tokenizer(name, spec, tmp, zoo_seed=zoo_seed)
+        else:
+            tokenizer = train_tokenizer(spec, texts)
+            config = model_config(spec, tokenizer)
+            torch.manual_seed(model_seed(zoo_seed, name))
+            auto: Any = AutoModelForMultipleChoice if spec.architecture == "bert" else AutoModelForCausalLM
+            model: PreTrainedModel = auto.from_config(config, dtype=torch.float32)
+            model.eval()
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        if training is not None and studies and not is_encoder(tmp):
+            from unsure.zoo_training import train_folder
+
+            train_folder(tmp, training, studies, seed=model_seed(zoo_seed, f"training:{name}"))
+
+
+def is_encoder(folder: str | Path) -> bool:
+    """Whether a saved zoo model is a multiple-choice encoder (not trained by the zoo)."""
+    model_type = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))["model_type"]
+    return model_type in ENCODER_TYPES

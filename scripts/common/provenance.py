@@ -1,9 +1,13 @@
 """The provenance record of one study's results (weights, code, packages, config slice)."""
 
+from pathlib import Path
+
 from unsure.config import parse_config
 from unsure.io import write_json
 from unsure.logs import logged
 from unsure.provenance import provenance
 
 with logged(snakemake.log[0]):
-    write_json(snakemake.output[0], provenance(parse_config(snakemake.config), snakemake.params.study))
+    # the project's commit is the workflow's checkout, not the run's --directory
+    repo = Path(snakemake.scriptdir).parents[1]
+    write_json(snakemake.output[0], provenance(parse_config(snakemake.config), snakemake.params.study, repo=repo))

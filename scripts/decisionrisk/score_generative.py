@@ -5,7 +5,7 @@ import pandas as pd
 from unsure.config import Model
 from unsure.decisionrisk.infer import PROMPT_VERSION, generative_scorer
 from unsure.engine import load_engine
-from unsure.engine.shards import run_shard
+from unsure.engine.shards import request_cache, run_shard
 from unsure.logs import logged
 
 with logged(snakemake.log[0]):
@@ -29,4 +29,5 @@ with logged(snakemake.log[0]):
         },
         model=entry,
         tokens=engine.tokens_processed,
+        cache=request_cache(snakemake.config),
     )

@@ -4,7 +4,7 @@ import pandas as pd
 
 from unsure.config import Model
 from unsure.engine import load_engine
-from unsure.engine.shards import run_shard
+from unsure.engine.shards import request_cache, run_shard
 from unsure.labelbias.prompts import pools
 from unsure.labelbias.scoring import ItemScorer, chat_wrapper, plain, prompt_fit, task_prompting
 from unsure.logs import logged
@@ -34,5 +34,8 @@ with logged(snakemake.log[0]):
         chunk_rows=p.chunk_rows,
         fingerprint={"model": p.entry, "shots": list(p.shots), "sets": p.sets, "chat": chat, "protocol": p.protocol}
         | ({"max_prompt_tokens": p.max_prompt_tokens} if p.protocol == "paper" else {}),
+        model=entry,
         tokens=engine.tokens_processed,
+        cache=request_cache(snakemake.config),
+        reads=[snakemake.input.tasks, snakemake.input.instances],
     )

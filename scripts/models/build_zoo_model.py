@@ -1,11 +1,18 @@
-"""Build one zoo model into resources/models/<name>."""
+"""Build one zoo model into resources/models/<name> (trained briefly when zoo.training is set)."""
+
+import torch
 
 from unsure import zoo
-from unsure.config import ZooModel
+from unsure.config import ZooModel, ZooTraining
 from unsure.logs import logged
 
+torch.set_num_threads(snakemake.threads)
+
 with logged(snakemake.log[0]) as log:
+    p = snakemake.params
     name = snakemake.wildcards.name
-    texts = zoo.training_texts(seed=snakemake.params.zoo_seed, n_sentences=snakemake.params.corpus_sentences)
-    zoo.build(name, ZooModel(**snakemake.params.spec), texts, snakemake.output[0], zoo_seed=snakemake.params.zoo_seed)
+    texts = zoo.training_texts(seed=p.zoo_seed, n_sentences=p.corpus_sentences)
+    training = None if p.training is None else ZooTraining.model_validate(p.training)
+    spec = ZooModel(**p.spec)
+    zoo.build(name, spec, texts, snakemake.output[0], zoo_seed=p.zoo_seed, training=training, studies=p.studies)
     log.info("built zoo model %s into %s", name, snakemake.output[0])

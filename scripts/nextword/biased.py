@@ -5,7 +5,7 @@ import torch
 
 from unsure.config import Model
 from unsure.engine import load_engine
-from unsure.engine.shards import run_shard
+from unsure.engine.shards import request_cache, run_shard
 from unsure.logs import logged
 from unsure.nextword.data import read_surface_samples
 from unsure.nextword.inference import biased_scorer, position_rows
@@ -47,4 +47,6 @@ with logged(snakemake.log[0]):
         },
         model=entry,
         tokens=engine.tokens_processed,
+        cache=request_cache(snakemake.config),
+        reads=[snakemake.input.positions, snakemake.input.typed, snakemake.input.samples],
     )

@@ -5,7 +5,7 @@ import torch
 
 from unsure.config import Model
 from unsure.engine import load_engine
-from unsure.engine.shards import run_shard
+from unsure.engine.shards import request_cache, run_shard
 from unsure.logs import logged
 from unsure.nextword.inference import chat_scorer, position_rows, sample_scorer
 
@@ -29,7 +29,8 @@ with logged(snakemake.log[0]) as log:
         shard=int(wc.shard),
         n_shards=p.n_shards,
         chunk_rows=16,
-        fingerprint={"model": p.entry, "mode": wc.mode, "n": p.n, "seed": p.seed},
+        fingerprint={"model": p.entry, "mode": wc.mode, "n": p.n, "seed": p.seed, "max_new_tokens": p.max_new_tokens},
         model=entry,
         tokens=engine.tokens_processed,
+        cache=request_cache(snakemake.config),
     )

@@ -5,7 +5,7 @@ import torch
 
 from unsure.config import Model
 from unsure.engine import load_engine
-from unsure.engine.shards import run_shard
+from unsure.engine.shards import request_cache, run_shard
 from unsure.logs import logged
 from unsure.nextword.inference import position_rows, token_scorer
 
@@ -29,4 +29,6 @@ with logged(snakemake.log[0]):
         fingerprint={"model": p.entry, "modal_token": True},
         model=entry,
         tokens=engine.tokens_processed,
+        cache=request_cache(snakemake.config),
+        reads=[snakemake.input.human],
     )

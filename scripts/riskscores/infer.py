@@ -4,7 +4,7 @@ import pandas as pd
 
 from unsure.config import Model
 from unsure.engine import load_engine
-from unsure.engine.shards import run_shard
+from unsure.engine.shards import request_cache, run_shard
 from unsure.logs import logged
 from unsure.riskscores.dictionary import read_dictionary
 from unsure.riskscores.prompts import draw_shots
@@ -40,4 +40,5 @@ with logged(snakemake.log[0]) as log:
         fingerprint=fingerprint,
         model=entry,
         tokens=engine.tokens_processed,
+        cache=request_cache(snakemake.config),
     )

@@ -172,10 +172,48 @@ rule labelbias_evaluate:
         "../../scripts/labelbias/evaluate.py"
 
 
+# Each prompt-changing difference between the protocols flipped alone: only the prompts it
+# changes are scored again, as the other protocol renders them (tables/reproduction).
+rule labelbias_differences:
+    input:
+        **LB_PREPARED,
+        scores=f"{LB}/scores/{{lb_model}}.parquet",
+        templates=[LABELBIAS.input_templates] if LABELBIAS.input_templates else [],
+        model=lambda wc: model_files(wc.lb_model),
+    output:
+        metrics=f"{LB}/scores/differences/{{lb_model}}_metrics.parquet",
+        evidence=f"{LB}/scores/differences/{{lb_model}}_evidence.parquet",
+    log:
+        f"{LB_LOGS}/differences/{{lb_model}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    resources:
+        gpu=lambda wc: model_gpus(wc.lb_model),
+    params:
+        entry=lambda wc: CFG.models[wc.lb_model].model_dump(),
+        shots=LABELBIAS.shots,
+        sets=LABELBIAS.demonstration_sets,
+        content_free=LABELBIAS.content_free_inputs,
+        domain_inputs=LABELBIAS.domain_inputs,
+        seed=LABELBIAS.seed,
+        protocol=LABELBIAS.protocol,
+        chat=LABELBIAS.chat_template,
+        max_prompt_tokens=LABELBIAS.max_prompt_tokens,
+        scoring=LB_SCORING,
+    script:
+        "../../scripts/labelbias/differences.py"
+
+
 rule labelbias_tables:
     input:
         tasks=LB_PREPARED["tasks"],
         metrics=expand(f"{LB}/scores/{{model}}_metrics.parquet", model=LB_MODELS),
+        flipped=expand(
+            f"{LB}/scores/differences/{{model}}_metrics.parquet", model=LB_MODELS
+        ),
+        evidence=expand(
+            f"{LB}/scores/differences/{{model}}_evidence.parquet", model=LB_MODELS
+        ),
     output:
         report_outputs("labelbias", "tables", LB_TABLES),
     log:

@@ -1,4 +1,5 @@
-"""The local model zoo: tiny randomly initialised models of real architectures."""
+"""The local model zoo: tiny models of real architectures, briefly trained on the
+generators' known truth when zoo.training is set (lib/unsure/zoo_training.py)."""
 
 
 rule zoo_model:
@@ -6,12 +7,15 @@ rule zoo_model:
         directory("resources/models/{name}"),
     log:
         f"{LOGS}/models/{{name}}.log",
+    threads: 2
     conda:
         "../../envs/unsure.yaml"
     params:
         spec=lambda wc: CFG.zoo.models[wc.name].model_dump(),
         zoo_seed=CFG.zoo.seed,
         corpus_sentences=CFG.zoo.corpus_sentences,
+        training=None if CFG.zoo.training is None else CFG.zoo.training.model_dump(mode="json"),
+        studies=lambda wc: CFG.zoo_training_studies(wc.name),
     script:
         "../../scripts/models/build_zoo_model.py"
 

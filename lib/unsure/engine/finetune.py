@@ -37,6 +37,10 @@ class Example:
     context: str
     continuation: str
     weight: float = 1.0
+    after_prompt: bool = False
+    """Encode the continuation after the context encoded alone, as the engine reads
+    choice, numeric and sampling requests (``unsure.zoo_training``), instead of cut
+    from the pair encoded whole, as it scores continuations."""
 
 
 @dataclass(frozen=True)

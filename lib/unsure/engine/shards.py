@@ -6,6 +6,12 @@ other rows. Within a shard the rows are sorted by id and scored in fixed-size
 chunks; every finished chunk is written (atomically) beside the output, so a
 job killed at any point loses at most the chunk it was working on. When all
 chunks are done they are merged into the output, atomically, and removed.
+
+The request cache (:class:`RequestCache`, config key ``request_cache``) outlives
+the merge: every scored row is kept under the identity of what scored it (the
+fingerprint, the weights, the scorer's code, the files it reads) and of the row
+itself, so a job run again (a grown ``n_eval``, another shard count, a job that
+Ctrl-C left marked incomplete) scores only the rows never scored before.
 """
 
 from __future__ import annotations
@@ -13,14 +19,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib
 import io
 import json
 import logging
 import os
 import shutil
 import socket
+import sys
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +37,15 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from unsure.config import Model
-from unsure.engine.identity import model_identity
+from unsure.config import Config, Model
+from unsure.engine.identity import file_digest, model_identity
 from unsure.io import write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
 ID = "row_id"
+REQUEST = "_request"
+"""Column of a cache file: the digest of the input row a result row answers."""
 
 
 def shard_of(row_ids: pd.Series, n_shards: int) -> np.ndarray:
@@ -79,6 +90,8 @@ def run_shard(
     fingerprint: dict[str, Any],
     model: Model | None = None,
     tokens: Callable[[], int] | None = None,
+    cache: str | Path | None = None,
+    reads: Iterable[str | Path] = (),
 ) -> pd.DataFrame:
     """Score shard ``shard`` of ``rows`` with ``score`` into the parquet file ``out``.
 
@@ -92,6 +105,13 @@ def run_shard(
     never share a shard with the old ones. ``tokens`` reports the engine's
     token count, for the summary line.
 
+    ``cache`` is the request cache's folder (``None``: no cache; scripts pass
+    :func:`request_cache` of the config). Rows found there under the same
+    fingerprint, weights and scorer code, with the same input values, are not
+    scored again. Pass it only where a row's result depends on that row alone,
+    given the fingerprint; ``reads`` names the other files the scorer reads
+    (their contents join the cache key).
+
     While it runs, the shard is locked (``chunks/lock``): a second process on
     the same shard (the job of a killed controller still running when the
     command is rerun) fails at once, naming the holder, instead of scoring it
@@ -102,9 +122,10 @@ def run_shard(
     chunk_dir = out.with_name(out.name + ".chunks")
     if model is not None:
         fingerprint = {**fingerprint, "weights": model_identity(model)}
+    store = None if cache is None else RequestCache(cache, fingerprint, score, reads)
     with _shard_lock(chunk_dir):
         _reset_if_stale(chunk_dir, fingerprint)
-        result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens)
+        result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens, store)
     shutil.rmtree(chunk_dir, ignore_errors=True)
     return result
 
@@ -118,25 +139,43 @@ def _score_chunks(
     n_shards: int,
     chunk_rows: int,
     tokens: Callable[[], int] | None,
+    store: RequestCache | None,
 ) -> pd.DataFrame:
-    n_chunks = max(1, -(-len(mine) // chunk_rows))
     start, tokens0 = time.perf_counter(), tokens() if tokens else 0
-    resumed = 0
+    requests = request_digests(mine) if store is not None else pd.Series("", index=mine.index, dtype=object)
+    hits = store.lookup(requests).set_index(REQUEST) if store is not None else pd.DataFrame(index=pd.Index([]))
+    n_chunks = max(1, -(-len(mine) // chunk_rows))
+    resumed = from_cache = 0
     bar = tqdm(total=len(mine), unit="rows", file=_LogWriter(), mininterval=10, desc=f"shard {shard + 1}/{n_shards}")
     parts = []
     for i in range(n_chunks):
         chunk = mine.iloc[i * chunk_rows : (i + 1) * chunk_rows]
         path = chunk_dir / f"chunk-{i:06d}.parquet"
+        asked = requests[chunk.index]
+        known = asked.isin(hits.index).to_numpy()
         done = _read_chunk(path, chunk[ID])
-        if done is None:
-            done = score(chunk)
-            _check_result(done, chunk, path)
-            write_parquet(path, done)
-        else:
+        if done is not None:
             resumed += 1
+        elif len(chunk) and known.all():
+            done = hits.loc[asked].reset_index(drop=True)
+            from_cache += len(chunk)
+        else:
+            todo = chunk[~known]
+            done = score(todo)
+            _check_result(done, todo, path)
+            if store is not None and len(todo):
+                store.add(asked[~known], done)
+            if known.any():  # with the chunk's cached rows, in the chunk's order
+                done = pd.concat([hits.loc[asked[known]].reset_index(drop=True), done], ignore_index=True)
+                done = done.iloc[pd.Index(done[ID]).get_indexer(chunk[ID])].reset_index(drop=True)
+                from_cache += int(known.sum())
+            write_parquet(path, done)
         parts.append(done)
         bar.update(len(chunk))
     bar.close()
+    if store is not None:
+        store.compact()
+        log.info("request cache %s: %d of %d rows from the cache", store.folder, from_cache, len(mine))
     result = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({ID: []})
     write_parquet(out, result)
     seconds = time.perf_counter() - start
@@ -203,3 +242,119 @@ def _read_chunk(path: Path, ids: pd.Series) -> pd.DataFrame | None:
 def _check_result(done: pd.DataFrame, chunk: pd.DataFrame, path: Path) -> None:
     if ID not in done.columns or list(done[ID]) != list(chunk[ID]):
         raise ValueError(f"the scorer must return one row per input row, in order, with {ID!r} ({path})")
+
+
+def request_cache(config: Mapping[str, Any]) -> Path | None:
+    """The request cache's folder of a raw config mapping (a script's ``snakemake.config``), or ``None`` when off."""
+    folder = config.get("request_cache", Config.model_fields["request_cache"].default)
+    return None if folder is None else Path(folder)
+
+
+def request_digests(rows: pd.DataFrame) -> pd.Series:
+    """Per row, a SHA-256 of its id and every input value (columns in name order): a cached
+    result answers a row only if the row is the same, not only its id."""
+    columns = sorted(rows.columns)
+    values = rows[columns].to_numpy(dtype=object)
+    digests = [
+        hashlib.sha256(json.dumps(list(v), default=_jsonable, ensure_ascii=False).encode()).hexdigest() for v in values
+    ]
+    return pd.Series(digests, index=rows.index, dtype=object)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return repr(value)
+
+
+def code_digest(score: Callable[..., Any]) -> str:
+    """SHA-256 of the source a scorer's results depend on: the package of the ``unsure`` room
+    that defines it (its prompts, its parsing) and the engine. Any edit there starts a new
+    cache, never a stale hit; a scorer defined elsewhere contributes its module's file."""
+    module = getattr(score, "__module__", None) or type(score).__module__
+    names = ["unsure.engine"]
+    if module.startswith("unsure."):
+        names.append(".".join(module.split(".")[:2]))
+    else:
+        names.append(module)
+    files: list[Path] = []
+    for name in dict.fromkeys(names):
+        mod = sys.modules.get(name) or importlib.import_module(name)
+        paths = getattr(mod, "__path__", None)
+        if paths:
+            files += sorted(p for folder in paths for p in Path(folder).rglob("*.py"))
+        elif getattr(mod, "__file__", None):
+            files.append(Path(str(mod.__file__)))
+    total = hashlib.sha256()
+    for file in files:
+        total.update(f"{file.name}\0{file_digest(file)}\n".encode())
+    return total.hexdigest()
+
+
+class RequestCache:
+    """Finished rows of one request fingerprint, kept across runs in ``<root>/<key>/``.
+
+    The key is a SHA-256 of the fingerprint (with the weights' identity), the
+    scorer's code (:func:`code_digest`) and the files the scorer reads; each
+    stored row carries the digest of its input row (:func:`request_digests`).
+    Writers never share a file: each run appends one file per scored chunk
+    (atomically, under a name of its own) and merges its own files into one at
+    the end, so concurrent shards need no lock; readers skip files that vanish
+    under them and drop duplicates.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        fingerprint: dict[str, Any],
+        score: Callable[..., Any],
+        reads: Iterable[str | Path] = (),
+    ) -> None:
+        key = {
+            "fingerprint": fingerprint,
+            "code": code_digest(score),
+            "reads": {str(p): file_digest(Path(p)) for p in reads},
+        }
+        self.key = json.loads(json.dumps(key, sort_keys=True, default=str))
+        digest = hashlib.sha256(json.dumps(self.key, sort_keys=True).encode()).hexdigest()
+        self.folder = Path(root) / digest[:32]
+        self.run = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.pieces: list[Path] = []
+
+    def lookup(self, requests: pd.Series) -> pd.DataFrame:
+        """The stored result rows answering ``requests`` (with a ``_request`` column), or an empty frame."""
+        frames = []
+        for path in sorted(self.folder.glob("*.parquet")) if self.folder.is_dir() else []:
+            if path.name.startswith("."):  # a file being written
+                continue
+            try:
+                frames.append(pd.read_parquet(path))
+            except (OSError, ValueError):  # merged away meanwhile, or unreadable: score those rows again
+                continue
+        frames = [f for f in frames if REQUEST in f.columns]
+        if not frames or len({tuple(f.columns) for f in frames}) > 1:
+            if frames:
+                log.warning("request cache %s: files disagree on columns; ignoring it", self.folder)
+            return pd.DataFrame({REQUEST: pd.Series(dtype=object)})
+        stored = pd.concat(frames, ignore_index=True).drop_duplicates(REQUEST)
+        return stored[stored[REQUEST].isin(requests)].reset_index(drop=True)
+
+    def add(self, requests: pd.Series, done: pd.DataFrame) -> None:
+        """Store one scored chunk (``done``, the rows of ``requests`` in order)."""
+        if not (self.folder / "key.json").exists():
+            write_json(self.folder / "key.json", self.key)
+        piece = self.folder / f"{self.run}-{len(self.pieces):06d}.parquet"
+        write_parquet(piece, done.assign(**{REQUEST: requests.to_numpy()}))
+        self.pieces.append(piece)
+
+    def compact(self) -> None:
+        """Merge this run's chunk files into one (the merged file first, then the pieces go)."""
+        if len(self.pieces) < 2:
+            return
+        frames = [pd.read_parquet(p) for p in self.pieces]
+        write_parquet(self.folder / f"{self.run}.parquet", pd.concat(frames, ignore_index=True))
+        for piece in self.pieces:
+            piece.unlink(missing_ok=True)
+        self.pieces = []

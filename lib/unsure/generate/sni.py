@@ -635,8 +635,9 @@ FIRST_TASK_NUMBER = 2001
 """Generated tasks are numbered from here, clear of the 1,613 real task numbers."""
 
 
-def _instance(rng: np.random.Generator, tpl: TaskFamily) -> tuple[str, str, str]:
-    """(input, rule label, gold output) of one instance."""
+def draw_instance(rng: np.random.Generator, tpl: TaskFamily) -> tuple[str, str, str]:
+    """(input, rule label, gold output) of one instance: the rule label from the family's
+    prior, an input with that label, the output flipped with the family's noise rate."""
     if not tpl.classification:
         s = tpl.make(rng, "")
         return s, tpl.rule(s), tpl.rule(s)
@@ -660,7 +661,7 @@ def _task_json(tpl: TaskFamily, number: int, n_instances: int, seed: Any) -> dic
         positives.append({"input": s, "output": out, "explanation": tpl.explain(s, out)})
     negatives = []
     for j in range(2):
-        s, rule_label, _ = _instance(rng, tpl)
+        s, rule_label, _ = draw_instance(rng, tpl)
         if tpl.classification:
             wrong = [lab for lab in tpl.labels if lab != rule_label][j % (len(tpl.labels) - 1)]
             why = f'The correct answer is "{rule_label}", not "{wrong}". ' + tpl.explain(s, rule_label)
@@ -670,7 +671,7 @@ def _task_json(tpl: TaskFamily, number: int, n_instances: int, seed: Any) -> dic
         negatives.append({"input": s, "output": wrong, "explanation": why})
     instances = []
     for _ in range(n_instances):
-        s, _, output = _instance(rng, tpl)
+        s, _, output = draw_instance(rng, tpl)
         instances.append({"id": f"task{number}-{rng.bytes(16).hex()}", "input": s, "output": [output]})
     task = {
         "Contributors": ["unsure generator"],
@@ -706,6 +707,17 @@ def rule_label(name: str, input_text: str) -> str:
     return task_template(name).rule(input_text)
 
 
+def task_plan(n_tasks: int) -> list[tuple[str, TaskFamily, int]]:
+    """(name, family, repeat) of every task :func:`write_tasks` writes for ``n_tasks``, in order:
+    ``n_tasks`` classification tasks, then the Spanish, the free-text and the train task."""
+    plan = [(CATALOGUE[k % len(CATALOGUE)], k // len(CATALOGUE)) for k in range(n_tasks)]
+    plan += [(SPANISH, 0), (TITLE, 0), (NOUN_EXTRACTION, 0)]
+    return [
+        (f"task{FIRST_TASK_NUMBER + i}_unsure_{tpl.slug}" + (f"_{rep + 1}" if rep else ""), tpl, rep)
+        for i, (tpl, rep) in enumerate(plan)
+    ]
+
+
 def write_tasks(
     out_dir: str | os.PathLike[str], *, n_tasks: int = 6, instances_per_task: int = 400, seed: int = 0
 ) -> list[str]:
@@ -720,13 +732,9 @@ def write_tasks(
     if instances_per_task < 1:
         raise ValueError(f"instances_per_task must be at least 1, got {instances_per_task}")
     families = (*CATALOGUE, SPANISH, TITLE, NOUN_EXTRACTION)
-    plan = [(CATALOGUE[k % len(CATALOGUE)], k // len(CATALOGUE)) for k in range(n_tasks)]
-    plan += [(SPANISH, 0), (TITLE, 0), (NOUN_EXTRACTION, 0)]
     root = Path(out_dir)
     names = []
-    for i, (tpl, rep) in enumerate(plan):
-        number = FIRST_TASK_NUMBER + i
-        name = f"task{number}_unsure_{tpl.slug}" + (f"_{rep + 1}" if rep else "")
+    for number, (name, tpl, rep) in enumerate(task_plan(n_tasks), start=FIRST_TASK_NUMBER):
         # The child seed depends on the family and its repeat, not on the position in the plan.
         child = np.random.SeedSequence([seed, families.index(tpl), rep])
         task = _task_json(tpl, number, instances_per_task, child)

@@ -1,0 +1,95 @@
+"""The label-bias study's part of the zoo's training corpus (issue 19): SNI instances with their outputs.
+
+The demo's tiny models start random, so their label probabilities carry no
+task signal and only an arbitrary token bias. Here the SNI generator
+(:mod:`unsure.generate.sni`) draws fresh instances of the task families the demo
+evaluates, each with its gold output (the task's stated rule, flipped with the
+task's noise rate), and the study's own prompt builder renders them as the
+demo scores them: the task definition, k demonstrations (k among the demo's
+shots) drawn the same way, the input and ``Output:``, followed by the gold
+label as the study's scoring reads it (`` <label>``).
+
+Labels come with the generator's own frequencies (its label priors, e.g. the
+dialogue acts' 0.45 / 0.30 / 0.15 / 0.10, plus the noise flips), so a briefly
+trained model learns part of each rule and keeps the label priors as a bias
+that contextual and domain-context calibration can estimate and divide out.
+
+Seeds only draw: the generator's world (lexicon, rules, priors) is fixed, and
+the same seed gives the same examples. The draws are independent of the demo's
+task files (those use the workflow seed through :func:`unsure.generate.sni.write_tasks`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from unsure.config import Labelbias
+from unsure.engine.finetune import Example
+from unsure.engine.hf import HFEngine
+from unsure.generate import sni
+from unsure.labelbias.prompts import Demo, sni_prompt
+from unsure.labelbias.scoring import chat_wrapper, continuation
+
+DEMO_TASKS: int = 6
+"""``data.sni.generated_tasks`` of ``config/demo.yaml``: the classification tasks the demo generates."""
+DEMO_SHOTS: tuple[int, ...] = (0, 2, 4)
+"""``studies.labelbias.shots`` of ``config/demo.yaml``: the k the demo scores."""
+CHAT_TEMPLATE: bool = bool(Labelbias.model_fields["chat_template"].default)
+"""``studies.labelbias.chat_template`` (the demo keeps the default): whether instruct models'
+prompts go through their chat template. By default the study scores the plain prompt."""
+
+_STREAM = int.from_bytes(hashlib.sha256(b"unsure.labelbias.zoo_corpus").digest()[:4], "little")
+"""Separates these draws from any other use of the same seed."""
+
+
+def demo_tasks(n_tasks: int = DEMO_TASKS) -> list[tuple[str, sni.TaskFamily]]:
+    """(task name, family) of the classification tasks :func:`unsure.generate.sni.write_tasks` writes
+    for ``n_tasks`` (the Spanish and free-text tasks, which the study rejects, left out)."""
+    if n_tasks < 1:
+        raise ValueError(f"n_tasks must be at least 1, got {n_tasks}")
+    return [(name, family) for name, family, _ in sni.task_plan(n_tasks)[:n_tasks]]
+
+
+def draw_instance(rng: np.random.Generator, family: sni.TaskFamily) -> Demo:
+    """(input, gold output) of one fresh instance, drawn as the generator draws a task file's instances."""
+    text, _, output = sni.draw_instance(rng, family)
+    return text, output
+
+
+def zoo_examples(
+    engine: HFEngine,
+    *,
+    instruct: bool,
+    n: int,
+    seed: int,
+    n_tasks: int = DEMO_TASKS,
+    shots: tuple[int, ...] = DEMO_SHOTS,
+    chat_template: bool = CHAT_TEMPLATE,
+) -> list[Example]:
+    """``n`` SNI training examples in the study's prompts: context up to ``Output:``, continuation `` <gold>``.
+
+    Example ``i`` is of task ``i mod T`` (T tasks) with ``shots[(i // T) mod len(shots)]``
+    demonstrations, so every task meets every k about equally often. Demonstrations
+    and query are fresh instances of the task (:func:`draw_instance`). For an
+    instruct model with ``chat_template`` the prompt is wrapped as the study's
+    inference wraps it (:func:`unsure.labelbias.scoring.chat_wrapper`); otherwise
+    it is the plain prompt, which is what the demo scores for every model.
+    """
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    if not shots or min(shots) < 0:
+        raise ValueError(f"shots must be non-negative numbers of demonstrations, got {shots}")
+    tasks = demo_tasks(n_tasks)
+    wrap = chat_wrapper(engine) if instruct and chat_template else None
+    rng = np.random.default_rng(np.random.SeedSequence([seed, _STREAM]))
+    out = []
+    for i in range(n):
+        _, family = tasks[i % len(tasks)]
+        k = shots[(i // len(tasks)) % len(shots)]
+        demos = [draw_instance(rng, family) for _ in range(k)]
+        query, gold = draw_instance(rng, family)
+        prompt = sni_prompt(family.definition, demos, query)
+        out.append(Example(wrap(prompt) if wrap else prompt, continuation(gold)))
+    return out

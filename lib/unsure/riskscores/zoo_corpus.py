@@ -1,0 +1,105 @@
+"""Training examples for the zoo: the study's prompts with answers drawn from the true P(Y | X).
+
+Fresh person records come from the ACS generator (``unsure.generate.acs``) and go
+through the study's real reading path (Census zip, data dictionary, folktables
+task filters, feature text). Each example is one prompt of the ``corrected``
+protocol (the demo's), zero-shot, in either prompting:
+
+- multiple choice, a random option order, answered by each letter weighted by
+  the generator's exact probability of its label (the expectation of answers
+  drawn from P(Y | X); the trainer reads both from one sequence);
+- numeric, answered by the two digits after ``0.`` of that probability (of the
+  label the question asks about), which the engine's numeric procedure reads.
+
+An instruct model gets both through its chat template, as the study renders them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from unsure.engine.finetune import Example
+from unsure.engine.hf import HFEngine
+from unsure.generate.acs import TASKS, true_probabilities, write_data_dictionary, write_state_zip
+from unsure.riskscores.dictionary import DataDictionary, read_dictionary
+from unsure.riskscores.prompts import LETTERS, build_prompt, numeric_label, positive_letter, row_texts
+from unsure.riskscores.scoring import chat_wrapper
+from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip
+
+STATES = ("CA", "TX", "NY", "FL")
+"""States the records come from (the demo's two and two more)."""
+
+YEAR = 2018
+ROWS_PER_STATE = 1500
+
+
+def _persons(seed: int) -> tuple[pd.DataFrame, pd.DataFrame, DataDictionary]:
+    """Generated records read back as the study reads them, and their true probabilities."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dictionary_path = Path(tmp) / "dictionary.csv"
+        write_data_dictionary(dictionary_path, year=YEAR)
+        frames = []
+        for state in STATES:
+            path = Path(tmp) / f"csv_p{state.lower()}.zip"
+            write_state_zip(path, state=state, year=YEAR, n_rows=ROWS_PER_STATE, seed=seed)
+            frames.append(read_person_zip(path, BASE_COLUMNS))
+        dictionary = read_dictionary(dictionary_path)
+    persons = pd.concat(frames, ignore_index=True)
+    return persons, true_probabilities(persons), dictionary
+
+
+def draws(*, n: int, seed: int) -> pd.DataFrame:
+    """``n`` rows spread over the five tasks, each with its feature text, true probability
+    of label 1, prompting (half each) and option order: what the examples are made of."""
+    rng = np.random.default_rng(seed)
+    persons, truth, dictionary = _persons(seed)
+    frames = []
+    per_task = -(-n // len(TASKS))
+    for name in TASKS:
+        population = persons[FOLKTABLES[name].population(persons)]
+        picked = population.iloc[rng.choice(len(population), size=min(per_task, len(population)), replace=False)]
+        k = len(picked)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "row_id": picked["row_id"].to_numpy(),
+                    "task": name,
+                    "text": row_texts(picked, FOLKTABLES[name].features, dictionary).to_numpy(),
+                    "p_true": truth.loc[picked.index, name].to_numpy(),
+                    "prompting": np.where(rng.random(k) < 0.5, "multiple_choice", "numeric"),
+                    "order": rng.integers(2, size=k),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def _examples(chat: Callable[[str, str], str] | None, *, n: int, seed: int) -> list[Example]:
+    examples: list[Example] = []
+    for row in draws(n=n, seed=seed).itertuples(index=False):
+        task, p, order = FOLKTABLES[str(row.task)], float(row.p_true), int(row.order)
+        prompt = build_prompt(task, str(row.text), str(row.prompting), order, year=YEAR, chat=chat)
+        if row.prompting == "multiple_choice":
+            positive = positive_letter(order)
+            for i, letter in enumerate(LETTERS):
+                examples.append(Example(prompt, f" {letter}", p if i == positive else 1 - p, after_prompt=True))
+        else:
+            asked = p if numeric_label(task) == 1 else 1 - p
+            examples.append(Example(prompt, f"{min(round(asked * 100), 99):02d}", after_prompt=True))
+    return examples
+
+
+def zoo_examples(engine: HFEngine, *, instruct: bool, n: int, seed: int) -> list[Example]:
+    """The training examples of one zoo model (through its chat template when ``instruct``)."""
+    return _examples(chat_wrapper(engine, instruct), n=n, seed=seed)
+
+
+def tokenizer_texts(*, n: int, seed: int) -> list[str]:
+    """Plain prompts for training a zoo tokenizer, so that it learns the Census words
+    as a real tokenizer knows them (a prompt is ~120 tokens instead of ~550)."""
+    return [ex.context for ex in _examples(None, n=n, seed=seed)]

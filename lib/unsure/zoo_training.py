@@ -1,0 +1,234 @@
+"""Brief training of the zoo's causal LMs on examples whose truth is known.
+
+A randomly initialised model answers every prompt alike, so the demo's figures
+would be flat and no end-to-end check could tell a working pipeline from a broken
+one. Each study's room writes training examples in its own request formats
+(``unsure.<study>.zoo_corpus.zoo_examples``), drawn fresh from the generators,
+whose answers follow the generators' true distributions (ACS answers from the
+exact P(Y|X), next words from the text model's exact next-word distribution, SNI
+gold labels, MCQA gold choices). The model is trained on all of them for a few
+hundred steps (all parameters, AdamW, linear warm-up and decay), with the loss on
+the answer tokens only, encoded exactly as the engine encodes a (context,
+continuation) pair. Same seed, same threads: the same bytes.
+
+Encoders (the decisionrisk study's multiple-choice BERT) are not trained here:
+the study fine-tunes them itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import PreTrainedModel, get_linear_schedule_with_warmup
+
+from unsure.config import CorpusStudy, ZooTraining
+from unsure.engine.finetune import Example
+from unsure.engine.hf import HFEngine
+
+log = logging.getLogger(__name__)
+
+
+def corpus_seed(seed: int, study: str) -> int:
+    """A per-study seed, so adding a study leaves the others' examples unchanged."""
+    from unsure.zoo import model_seed
+
+    return model_seed(seed, f"corpus:{study}")
+
+
+def corpus(
+    engine: HFEngine, examples: Mapping[CorpusStudy, int], studies: Sequence[CorpusStudy], *, instruct: bool, seed: int
+) -> list[Example]:
+    """The named studies' examples for this model, in the studies' formats (chat formats when ``instruct``)."""
+    out: list[Example] = []
+    for study in studies:
+        room = importlib.import_module(f"unsure.{study}.zoo_corpus")
+        part: list[Example] = room.zoo_examples(
+            engine, instruct=instruct, n=examples[study], seed=corpus_seed(seed, study)
+        )
+        log.info("%s: %d training examples", study, len(part))
+        out.extend(part)
+    if not out:
+        raise ValueError(f"zoo training: the studies {list(studies)} wrote no examples")
+    return out
+
+
+@dataclass
+class Item:
+    """One training sequence: token ids and the (position, token, weight) targets read from it."""
+
+    ids: list[int]
+    targets: list[tuple[int, int, float]] = field(default_factory=list)
+
+
+def _pair_ids(engine: HFEngine, ex: Example) -> tuple[list[int], list[int]]:
+    """Context and answer ids as the engine encodes the request."""
+    if not ex.after_prompt:
+        return engine.split_pair(ex.context, ex.continuation)
+    # choice, numeric and sampling requests read after the prompt encoded alone: the running
+    # text's tokens when they extend the prompt's, else the answer's own
+    ctx, whole = engine.encode(ex.context), engine.encode(ex.context + ex.continuation)
+    aligned = len(whole) > len(ctx) and whole[: len(ctx)] == ctx
+    return ctx, whole[len(ctx) :] if aligned else engine.encode(ex.continuation, special=False)
+
+
+def encode(engine: HFEngine, examples: Sequence[Example]) -> list[Item]:
+    """The training sequences, as the engine encodes each request.
+
+    Examples of the same context whose answers are one token each (an option
+    letter weighted by its true probability, say) share one sequence: a soft
+    target at the answer position, the exact expectation of drawn answers, for
+    the cost of one.
+    """
+    items: list[Item] = []
+    soft: dict[tuple[int, ...], Item] = {}
+    for ex in examples:
+        ctx, cont = _pair_ids(engine, ex)
+        if len(cont) == 1 and ex.after_prompt:
+            key = tuple(ctx)
+            if key not in soft:
+                soft[key] = Item([*ctx, cont[0]])
+                items.append(soft[key])
+            soft[key].targets.append((len(ctx) - 1, cont[0], ex.weight))
+        else:
+            items.append(Item([*ctx, *cont], [(len(ctx) - 1 + i, t, ex.weight) for i, t in enumerate(cont)]))
+    return items
+
+
+def item_loss(model: PreTrainedModel, batch: Sequence[Item], pad: int) -> torch.Tensor:
+    """Mean over sequences of their targets' weighted mean negative log-likelihood; the
+    output layer runs only where a target is read (it dominates a small model's cost)."""
+    width = max(len(item.ids) for item in batch)
+    device = model.get_input_embeddings().weight.device
+    ids = torch.full((len(batch), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for b, item in enumerate(batch):
+        ids[b, : len(item.ids)] = torch.tensor(item.ids)
+        mask[b, : len(item.ids)] = 1
+    hidden = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
+    rows, cols, tokens, weights = zip(
+        *((b, pos, tok, w) for b, item in enumerate(batch) for pos, tok, w in item.targets), strict=True
+    )
+    logits = model.get_output_embeddings()(hidden[torch.tensor(rows), torch.tensor(cols)]).float()
+    picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(tokens, device=device)[:, None])[:, 0]
+    # each sequence's weighted mean over its targets: a 60-token passage counts as much as one answer
+    totals = torch.tensor([sum(w for _, _, w in item.targets) for item in batch], device=device)
+    share = torch.tensor(weights, device=device) / totals[torch.tensor(rows, device=device)]
+    return -(share * picked).sum() / len(batch)
+
+
+def batches(data: Sequence[Item], batch_size: int, rng: np.random.Generator) -> list[list[int]]:
+    """Shuffled batches of similar lengths (little padding): a random order, sorted by
+    length within windows of 16 batches, and the batches shuffled again."""
+    order = rng.permutation(len(data))
+    window = 16 * batch_size
+    out: list[list[int]] = []
+    for start in range(0, len(order), window):
+        chunk = sorted(order[start : start + window].tolist(), key=lambda i: len(data[i].ids))
+        out.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+def train(engine: HFEngine, examples: Sequence[Example], settings: ZooTraining, *, seed: int) -> pd.DataFrame:
+    """Train every parameter of ``engine.model`` on ``examples``; the loss per step."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = engine.model
+    data = encode(engine, examples)
+    log.info("%d examples in %d sequences of %d tokens", len(examples), len(data), sum(len(i.ids) for i in data))
+    pad = engine.tokenizer.pad_token_id
+    if pad is None:
+        pad = engine.tokenizer.eos_token_id or 0
+    plan = [b for _ in range(settings.epochs) for b in batches(data, settings.batch_size, rng)]
+    for p in model.parameters():
+        p.requires_grad_(True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+    schedule = get_linear_schedule_with_warmup(optimizer, min(settings.warmup_steps, len(plan) // 2), len(plan))
+    model.train()
+    losses = []
+    for step, batch in enumerate(plan):
+        loss = item_loss(model, [data[i] for i in batch], pad)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss.detach()))
+        if step % 50 == 0 or step == len(plan) - 1:
+            log.info("step %d/%d: loss %.4f", step + 1, len(plan), np.mean(losses[-50:]))
+    model.eval()
+    return pd.DataFrame({"step": np.arange(1, len(losses) + 1), "loss": losses})
+
+
+def train_folder(
+    folder: str | Path,
+    settings: ZooTraining,
+    studies: Sequence[CorpusStudy],
+    *,
+    seed: int,
+    out_dir: str | Path | None = None,
+    instruct: bool | None = None,
+) -> None:
+    """Train the causal LM saved in ``folder`` on ``studies``' examples and save the
+    weights to ``out_dir`` (default: in place).
+
+    A model whose tokenizer has a chat template is an instruct variant (unless
+    ``instruct`` says otherwise): it learns the studies' chat formats.
+    """
+    started = time.perf_counter()
+    engine = HFEngine(str(folder), dtype="float32", device="cpu")
+    if instruct is None:
+        instruct = engine.tokenizer.chat_template is not None
+    examples = corpus(engine, settings.examples, studies, instruct=instruct, seed=seed)
+    curve = train(engine, examples, settings, seed=seed)
+    target = Path(out_dir or folder)
+    target.mkdir(parents=True, exist_ok=True)
+    engine.model.save_pretrained(target)
+    if out_dir is not None:
+        engine.tokenizer.save_pretrained(target)
+    first, last = curve["loss"].head(50).mean(), curve["loss"].tail(50).mean()
+    log.info(
+        "trained %s on %s (%d examples, %s) in %.1f s: %d steps, loss %.3f -> %.3f",
+        folder,
+        ", ".join(studies),
+        len(examples),
+        "chat formats" if instruct else "plain formats",
+        time.perf_counter() - started,
+        len(curve),
+        first,
+        last,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Train a copy of a built zoo model on some studies' examples (for trying a corpus out)."""
+    defaults = ZooTraining()
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("model", help="a built zoo model folder")
+    parser.add_argument("out", help="where the trained copy goes")
+    parser.add_argument("--studies", nargs="+", default=list(defaults.examples), choices=list(defaults.examples))
+    parser.add_argument("--examples", type=int, help="examples per study (default: the config's)")
+    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--instruct", action="store_true", help="chat formats (default: when it has a chat template)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    examples = dict(defaults.examples) if args.examples is None else dict.fromkeys(args.studies, args.examples)
+    settings = ZooTraining(
+        examples=examples, epochs=args.epochs, learning_rate=args.learning_rate, batch_size=args.batch_size
+    )
+    train_folder(args.model, settings, args.studies, seed=args.seed, out_dir=args.out, instruct=args.instruct or None)
+
+
+if __name__ == "__main__":
+    main()

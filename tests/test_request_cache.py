@@ -1,0 +1,226 @@
+"""The request cache: a rerun scores only rows never scored by the same weights, fingerprint and code."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from unsure.config import Model
+from unsure.engine import ContinuationRequest
+from unsure.engine.shards import RequestCache, code_digest, request_cache, run_shard
+
+Scorer = Callable[[pd.DataFrame], pd.DataFrame]
+
+
+def table(n: int) -> pd.DataFrame:
+    """``n`` rows whose ids interleave with those of a smaller table (as a grown ``n_eval`` does)."""
+    ids = [f"r{hashlib.sha256(str(i).encode()).hexdigest()[:6]}" for i in range(n)]
+    return pd.DataFrame({"row_id": ids, "text": [f"person {i} earns" for i in range(n)]})
+
+
+def counting(calls: list[int]) -> Scorer:
+    """A scorer whose result is a function of the row alone (float, int and list columns)."""
+
+    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+        calls.append(len(chunk))
+        digest = [hashlib.sha256(t.encode()).digest() for t in chunk["text"]]
+        return pd.DataFrame(
+            {
+                "row_id": chunk["row_id"].to_numpy(),
+                "p": [int.from_bytes(d[:4], "little") / 2**32 for d in digest],
+                "n": [d[4] for d in digest],
+                "words": [[t.split()[0], str(d[5])] for t, d in zip(chunk["text"], digest, strict=True)],
+            }
+        )
+
+    return score
+
+
+def shard(rows: pd.DataFrame, score: Scorer, out: Path, cache: Path | None, **kw: object) -> pd.DataFrame:
+    args: dict[str, Any] = {"shard": 0, "n_shards": 1, "chunk_rows": 8, "fingerprint": {"prompt": "v1"}} | kw
+    return run_shard(rows, score, out, cache=cache, **args)
+
+
+def test_a_grown_row_set_scores_only_the_new_rows_and_equals_a_fresh_run(tmp_path: Path) -> None:
+    cache, calls = tmp_path / "cache", list[int]()
+    shard(table(40), counting(calls), tmp_path / "a.parquet", cache)
+    assert sum(calls) == 40
+    calls.clear()
+    shard(table(70), counting(calls), tmp_path / "b.parquet", cache)
+    assert sum(calls) == 30, "only the 30 new rows are scored"
+    fresh: list[int] = []
+    shard(table(70), counting(fresh), tmp_path / "fresh.parquet", None)
+    assert sum(fresh) == 70
+    assert (tmp_path / "b.parquet").read_bytes() == (tmp_path / "fresh.parquet").read_bytes()
+
+    calls.clear()  # another shard count: every row is in the cache, the scorer is not called
+    parts = [shard(table(70), counting(calls), tmp_path / f"k{k}.parquet", cache, shard=k, n_shards=3)
+             for k in range(3)]  # fmt: skip
+    assert calls == []
+    merged = pd.concat(parts).sort_values("row_id").reset_index(drop=True)
+    want = pd.read_parquet(tmp_path / "fresh.parquet").sort_values("row_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(merged, want)
+
+
+def test_an_output_lost_after_the_merge_is_rebuilt_from_the_cache(tmp_path: Path) -> None:
+    """Ctrl-C to Snakemake as a job ends leaves its output marked incomplete; the rerun deletes it
+    before the job runs, and the chunks are gone: the cache must give the rows back."""
+    cache, calls, out = tmp_path / "cache", list[int](), tmp_path / "s.parquet"
+    shard(table(50), counting(calls), out, cache)
+    first = out.read_bytes()
+    out.unlink()
+    calls.clear()
+    shard(table(50), counting(calls), out, cache)
+    assert calls == [] and out.read_bytes() == first
+
+
+def test_a_changed_fingerprint_weights_or_row_is_scored_again(tmp_path: Path) -> None:
+    cache, calls = tmp_path / "cache", list[int]()
+    weights = tmp_path / "models" / "m"
+    weights.mkdir(parents=True)
+    (weights / "model.safetensors").write_bytes(b"seed 0")
+    entry = Model(id=str(weights), gpus=0)
+    shard(table(30), counting(calls), tmp_path / "a.parquet", cache, model=entry)
+    assert sum(calls) == 30
+
+    calls.clear()
+    shard(table(30), counting(calls), tmp_path / "b.parquet", cache, model=entry, fingerprint={"prompt": "v2"})
+    assert sum(calls) == 30, "another prompt: nothing from the cache"
+
+    calls.clear()
+    (weights / "model.safetensors").write_bytes(b"seed 1")  # other weights at the same path
+    shard(table(30), counting(calls), tmp_path / "c.parquet", cache, model=entry)
+    assert sum(calls) == 30, "other weights: nothing from the cache"
+
+    calls.clear()
+    changed = table(30)
+    changed.loc[3, "text"] = "person 3 earns a lot"  # same id, another request
+    shard(changed, counting(calls), tmp_path / "d.parquet", cache, model=entry)
+    assert sum(calls) == 1
+
+    calls.clear()
+    shard(table(30), counting(calls), tmp_path / "e.parquet", None, model=entry)
+    assert sum(calls) == 30, "cache off: every row scored"
+
+
+def test_a_file_the_scorer_reads_is_part_of_the_key(tmp_path: Path) -> None:
+    cache, calls = tmp_path / "cache", list[int]()
+    human = tmp_path / "human.csv"
+    human.write_text("a,b\n")
+    shard(table(20), counting(calls), tmp_path / "a.parquet", cache, reads=[human])
+    shard(table(20), counting(calls), tmp_path / "b.parquet", cache, reads=[human])
+    assert sum(calls) == 20
+    human.write_text("a,c\n")
+    shard(table(20), counting(calls), tmp_path / "c.parquet", cache, reads=[human])
+    assert sum(calls) == 40
+
+
+def test_the_scorers_code_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edited prompt template must not be answered by rows scored with the old one."""
+    module = tmp_path / "my_scorer.py"
+    module.write_text("def score(chunk):\n    return chunk\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = code_digest(importlib.import_module("my_scorer").score)
+    module.write_text("def score(chunk):\n    return chunk.copy()\n")
+    assert code_digest(importlib.import_module("my_scorer").score) != first
+    from unsure.riskscores.scoring import make_scorer
+
+    assert code_digest(make_scorer) != code_digest(counting([]))
+
+
+CONCURRENT = """
+import sys
+from pathlib import Path
+from typing import Any
+from test_request_cache import counting, shard, table
+
+k, n, out, cache = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+calls = []
+shard(table(90), counting(calls), out, cache, shard=k, n_shards=n, chunk_rows=2)
+print(sum(calls))
+"""
+
+
+def test_concurrent_shards_share_one_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env_path = str(Path(__file__).parent)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT, str(k), "3", str(tmp_path / f"k{k}.parquet"), str(cache)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"PYTHONPATH": env_path, "PATH": ""},
+        )
+        for k in range(3)
+    ]
+    scored = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        scored.append(int(out.split()[-1]))
+    assert sum(scored) == 90
+    (folder,) = [p for p in cache.iterdir() if p.is_dir()]
+    assert len(list(folder.glob("*.parquet"))) == 3, "each run merged its chunk files into one"
+    calls: list[int] = []
+    shard(table(90), counting(calls), tmp_path / "all.parquet", cache)
+    assert calls == []
+    assert len(pd.read_parquet(tmp_path / "all.parquet")) == 90
+
+
+def test_a_vanished_or_broken_cache_file_means_scoring_again_not_failing(tmp_path: Path) -> None:
+    cache, calls = tmp_path / "cache", list[int]()
+    shard(table(20), counting(calls), tmp_path / "a.parquet", cache)
+    (folder,) = [p for p in cache.iterdir() if p.is_dir()]
+    for path in folder.glob("*.parquet"):
+        path.write_bytes(b"not parquet")
+    calls.clear()
+    shard(table(20), counting(calls), tmp_path / "b.parquet", cache)
+    assert sum(calls) == 20
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a.parquet"), pd.read_parquet(tmp_path / "b.parquet"))
+
+
+def test_the_config_key_turns_it_off() -> None:
+    assert request_cache({}) == Path("results/cache")
+    assert request_cache({"request_cache": "/scratch/cache"}) == Path("/scratch/cache")
+    assert request_cache({"request_cache": None}) is None
+
+
+def test_real_engine_scores_from_the_cache_equal_a_fresh_run(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    from unsure.engine.hf import HFEngine  # torch: not for the concurrent test's subprocesses
+
+    engine = HFEngine(str(tiny_models["gpt2"]))
+    entry = Model(id=str(tiny_models["gpt2"]), gpus=0)
+    calls: list[int] = []
+
+    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+        calls.append(len(chunk))
+        res = engine.continuation_scores([ContinuationRequest(t, (" yes", " no")) for t in chunk["text"]])
+        return pd.DataFrame({"row_id": chunk["row_id"].to_numpy(), "lp": [r.logprob[0] for r in res]})
+
+    cache = tmp_path / "cache"
+    shard(table(24), score, tmp_path / "a.parquet", cache, model=entry)
+    calls.clear()
+    grown = shard(table(40), score, tmp_path / "b.parquet", cache, model=entry)
+    assert sum(calls) == 16
+    fresh = shard(table(40), score, tmp_path / "fresh.parquet", None, model=entry)
+    # Rows batched with other rows than in a fresh run: equal up to float noise of the padding.
+    np.testing.assert_allclose(grown["lp"], fresh["lp"], atol=1e-5, rtol=0)
+    assert list(grown["row_id"]) == list(fresh["row_id"])
+    print("largest difference from a fresh run:", float(np.abs(grown["lp"] - fresh["lp"]).max()))
+
+
+def test_cache_key_names_what_it_was_made_with(tmp_path: Path) -> None:
+    store = RequestCache(tmp_path, {"prompt": "v1"}, counting([]))
+    store.add(pd.Series(["x"]), pd.DataFrame({"row_id": ["a"], "p": [0.5]}))
+    key = (store.folder / "key.json").read_text()
+    assert '"prompt": "v1"' in key and '"code"' in key

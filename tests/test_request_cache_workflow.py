@@ -1,0 +1,109 @@
+"""The request cache and per-config directories, as a user meets them on the demo workflow."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_helpers import SNAKEMAKE, snakemake
+
+pytestmark = pytest.mark.workflow
+
+SHARD = "results/riskscores/scores/shards/tiny-llama/ACSIncome/multiple_choice/0.parquet"
+SHARD_LOG = "results/riskscores/logs/infer/tiny-llama/ACSIncome/multiple_choice/0.log"
+
+
+def demo_config(checkout: Path, name: str, **riskscores: object) -> Path:
+    raw = yaml.safe_load((checkout / "config" / "demo.yaml").read_text())
+    raw["studies"]["riskscores"].update(riskscores)
+    path = checkout / name
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def cache_line(root: Path) -> tuple[int, int]:
+    """(rows from the cache, rows of the shard), from the shard's log."""
+    found = re.findall(r"request cache \S+: (\d+) of (\d+) rows from the cache", (root / SHARD_LOG).read_text())
+    assert found, (root / SHARD_LOG).read_text()[-2000:]
+    return int(found[-1][0]), int(found[-1][1])
+
+
+def incomplete(root: Path) -> set[str]:
+    """The outputs Snakemake has marked incomplete (its markers are base64 of the path)."""
+    folder = root / ".snakemake" / "incomplete"
+    return {base64.urlsafe_b64decode(p.name).decode() for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path) -> None:
+    small = demo_config(checkout, "small.yaml")
+    run = snakemake(SHARD, "--configfile", str(small), "--cores", "1", cwd=checkout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert cache_line(checkout) == (0, 100)  # n_eval 80 + threshold_rows 20
+
+    grown = demo_config(checkout, "grown.yaml", n_eval=120)
+    run = snakemake(SHARD, "--configfile", str(grown), "--cores", "1", cwd=checkout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert cache_line(checkout) == (100, 140), "the 100 rows scored before come from the cache"
+    scored = (checkout / SHARD).read_bytes()
+
+    # Ctrl-C to the controller once the job has written its output but not yet ended: Snakemake
+    # leaves the output marked incomplete and deletes it before the rerun's job starts.
+    out = checkout / SHARD
+    cmd = [SNAKEMAKE, SHARD, "--configfile", str(grown), "--cores", "1", "--forcerun", "riskscores_infer"]
+    out.unlink()
+    proc = subprocess.Popen(cmd, cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) != 0
+    assert SHARD in incomplete(checkout), "the interrupted job's output should be marked incomplete"
+    rerun = snakemake(SHARD, "--configfile", str(grown), "--cores", "1", cwd=checkout)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "riskscores_infer" in rerun.stdout + rerun.stderr, "the profile's rerun-incomplete reruns the job"
+    assert cache_line(checkout) == (140, 140), "nothing is scored again"
+    assert out.read_bytes() == scored
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "/logs/" not in f"/{p.relative_to(folder)}"
+    }
+
+
+def test_two_configs_in_two_directories_leave_each_others_results_alone(checkout: Path, tmp_path: Path) -> None:
+    """README: ``--directory`` per config. The workflow's scripts, schema and profile resolve
+    from the Snakefile's folder; results, resources, logs and the cache from the directory."""
+    target = "results/riskscores/data/ACSIncome.parquet"
+    configs = {"a": demo_config(checkout, "a.yaml", n_eval=80), "b": demo_config(checkout, "b.yaml", n_eval=60)}
+    dirs = {"a": checkout / "runs" / "a", "b": tmp_path / "elsewhere" / "b"}  # inside the checkout and outside
+    snakefile = str(checkout / "Snakefile")
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
+        args = ["-s", snakefile, "--directory", str(dirs[name]), target, "--configfile", str(configs[name])]
+        return snakemake(*args, "--cores", "1", cwd=checkout)
+
+    first = run("a")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "Using workflow specific profile profiles/default" in first.stderr
+    before = digests(dirs["a"] / "results")
+    key = target.removeprefix("results/")
+    assert key in before
+    second = run("b")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert digests(dirs["a"] / "results") == before, "the second config changed the first one's results"
+    assert digests(dirs["b"] / "results")[key] != before[key], "n_eval differs: so must the rows"
+    assert not (checkout / "results").exists() and not (checkout / "resources").exists()
+    again = run("a")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    assert os.listdir(dirs["a"] / "resources") and os.listdir(dirs["b"] / "resources")
