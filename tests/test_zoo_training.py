@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from unsure import zoo
-from unsure.config import ZooModel, ZooTraining
+from unsure.config import ZooModel, ZooTraining, parse_config, read_config_file
 from unsure.engine.hf import HFEngine
 from unsure.engine.requests import ChoiceRequest
 from unsure.riskscores import zoo_corpus
@@ -24,15 +24,17 @@ from unsure.zoo_training import encode, item_loss, train
 
 SPEC = ZooModel(architecture="llama", vocab_size=600, hidden_size=32, layers=1, heads=2)
 CHAT = ZooModel(architecture="llama", vocab_size=600, hidden_size=32, layers=1, heads=2, chat=True)
-TRAINING = ZooTraining(studies=("riskscores",), examples=12, batch_size=4, warmup_steps=1)
+TRAINING = ZooTraining(examples={"riskscores": 12}, batch_size=4, warmup_steps=1)
+REPO = Path(__file__).resolve().parents[1]
 
 BUILD = """
 import sys
 from unsure import zoo
-from unsure.config import ZooModel, ZooTraining
+from unsure.config import ZooModel, ZooTraining, parse_config, read_config_file
 spec = ZooModel.model_validate_json(sys.argv[1])
 training = ZooTraining.model_validate_json(sys.argv[2])
-zoo.build("m", spec, zoo.training_texts(seed=0, n_sentences=1000), sys.argv[3], zoo_seed=0, training=training)
+texts = zoo.training_texts(seed=0, n_sentences=1000)
+zoo.build("m", spec, texts, sys.argv[3], zoo_seed=0, training=training, studies=["riskscores"])
 """
 
 
@@ -103,11 +105,12 @@ def test_riskscores_examples_are_the_study_prompts_with_the_true_answers(name: s
         )
         score(pd.DataFrame({"row_id": [row.row_id], "text": [row.text]}))
         if row.prompting == "multiple_choice":
-            prompt = asked[row.order]  # the scorer asks both orders: 0, then 1
-            positive = 1 if row.order == 0 else 0  # corrected: negative option first in order 0
+            # the scorer asks order 0 (corrected: the negative option is A), then order 1 (it is B)
             expected += [
-                (prompt, " A", 1 - row.p_true if positive else row.p_true),
-                (prompt, " B", row.p_true if positive else 1 - row.p_true),
+                (asked[0], " A", 1 - row.p_true),
+                (asked[0], " B", row.p_true),
+                (asked[1], " A", row.p_true),
+                (asked[1], " B", 1 - row.p_true),
             ]
         else:
             asked_p = row.p_true if numeric_label(FOLKTABLES[row.task]) == 1 else 1 - row.p_true
@@ -144,6 +147,17 @@ def test_training_lowers_the_loss_on_fresh_examples(untrained: dict[str, Path], 
 
     before = heldout()
     examples = zoo_corpus.zoo_examples(engine, instruct=False, n=80, seed=1)
-    curve = train(engine, examples, ZooTraining(studies=("riskscores",), epochs=2, batch_size=8), seed=0)
+    curve = train(engine, examples, ZooTraining(epochs=2, batch_size=8), seed=0)
     assert heldout() < 0.9 * before
     assert curve["loss"].tail(5).mean() < curve["loss"].head(5).mean()
+
+
+def test_each_zoo_model_learns_the_studies_that_run_it() -> None:
+    config = parse_config(read_config_file(REPO / "config" / "demo.yaml"))
+    assert config.zoo_training_studies("tiny-gpt2") == ["nextword", "labelbias"]
+    assert config.zoo_training_studies("tiny-llama") == ["riskscores", "labelbias", "decisionrisk"]
+    assert config.zoo_training_studies("tiny-llama-chat") == ["riskscores", "nextword", "labelbias", "decisionrisk"]
+    assert config.zoo_training_studies("tiny-bert") == []  # the encoder: decisionrisk fine-tunes it
+    raw = read_config_file(REPO / "config" / "demo.yaml")
+    raw["zoo"] = {**raw["zoo"], **read_config_file(REPO / "config" / "untrained.yaml")["zoo"]}
+    assert parse_config(raw).zoo_training_studies("tiny-llama") == []

@@ -173,7 +173,7 @@ CorpusStudy = Literal["riskscores", "nextword", "labelbias", "decisionrisk"]
 DEFAULT_ZOO_EXAMPLES: dict[CorpusStudy, int] = {
     "riskscores": 8000,
     "nextword": 2000,
-    "labelbias": 4800,
+    "labelbias": 6000,
     "decisionrisk": 1200,
 }
 """Per study, about what a 2-layer, 64-wide model needs to learn it (measured on the demo's zoo)."""

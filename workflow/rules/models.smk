@@ -7,14 +7,18 @@ rule zoo_model:
         directory("resources/models/{name}"),
     log:
         f"{LOGS}/models/{{name}}.log",
-    threads: 2
     conda:
         "../../envs/unsure.yaml"
+    threads: 2
     params:
         spec=lambda wc: CFG.zoo.models[wc.name].model_dump(),
         zoo_seed=CFG.zoo.seed,
         corpus_sentences=CFG.zoo.corpus_sentences,
-        training=None if CFG.zoo.training is None else CFG.zoo.training.model_dump(mode="json"),
+        training=(
+            None
+            if CFG.zoo.training is None
+            else CFG.zoo.training.model_dump(mode="json")
+        ),
         studies=lambda wc: CFG.zoo_training_studies(wc.name),
     script:
         "../../scripts/models/build_zoo_model.py"

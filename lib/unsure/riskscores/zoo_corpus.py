@@ -5,9 +5,9 @@ through the study's real reading path (Census zip, data dictionary, folktables
 task filters, feature text). Each example is one prompt of the ``corrected``
 protocol (the demo's), zero-shot, in either prompting:
 
-- multiple choice, a random option order, answered by each letter weighted by
+- multiple choice, in both option orders, answered by each letter weighted by
   the generator's exact probability of its label (the expectation of answers
-  drawn from P(Y | X); the trainer reads both from one sequence);
+  drawn from P(Y | X); the trainer reads both letters from one sequence);
 - numeric, answered by the two digits after ``0.`` of that probability (of the
   label the question asks about), which the engine's numeric procedure reads.
 
@@ -54,16 +54,17 @@ def _persons(seed: int) -> tuple[pd.DataFrame, pd.DataFrame, DataDictionary]:
 
 
 def draws(*, n: int, seed: int) -> pd.DataFrame:
-    """``n`` rows spread over the five tasks, each with its feature text, true probability
-    of label 1, prompting (half each) and option order: what the examples are made of."""
+    """The rows behind ``n`` prompts, spread over the five tasks: each with its feature text,
+    true probability of label 1 and prompting. Two thirds of the prompts are multiple choice,
+    each row asked in both option orders (their contrast is what teaches the letters' meaning),
+    one third numeric."""
     rng = np.random.default_rng(seed)
     persons, truth, dictionary = _persons(seed)
     frames = []
-    per_task = -(-n // len(TASKS))
+    per_task = -(-2 * n // (3 * len(TASKS)))  # a multiple-choice row gives two prompts, a numeric one one
     for name in TASKS:
         population = persons[FOLKTABLES[name].population(persons)]
         picked = population.iloc[rng.choice(len(population), size=min(per_task, len(population)), replace=False)]
-        k = len(picked)
         frames.append(
             pd.DataFrame(
                 {
@@ -71,8 +72,7 @@ def draws(*, n: int, seed: int) -> pd.DataFrame:
                     "task": name,
                     "text": row_texts(picked, FOLKTABLES[name].features, dictionary).to_numpy(),
                     "p_true": truth.loc[picked.index, name].to_numpy(),
-                    "prompting": np.where(rng.random(k) < 0.5, "multiple_choice", "numeric"),
-                    "order": rng.integers(2, size=k),
+                    "prompting": np.where(rng.random(len(picked)) < 0.5, "multiple_choice", "numeric"),
                 }
             )
         )
@@ -82,13 +82,15 @@ def draws(*, n: int, seed: int) -> pd.DataFrame:
 def _examples(chat: Callable[[str, str], str] | None, *, n: int, seed: int) -> list[Example]:
     examples: list[Example] = []
     for row in draws(n=n, seed=seed).itertuples(index=False):
-        task, p, order = FOLKTABLES[str(row.task)], float(row.p_true), int(row.order)
-        prompt = build_prompt(task, str(row.text), str(row.prompting), order, year=YEAR, chat=chat)
-        if row.prompting == "multiple_choice":
-            positive = positive_letter(order)
-            for i, letter in enumerate(LETTERS):
-                examples.append(Example(prompt, f" {letter}", p if i == positive else 1 - p, after_prompt=True))
+        task, p = FOLKTABLES[str(row.task)], float(row.p_true)
+        if row.prompting == "multiple_choice":  # both orders: their contrast is the option reading to learn
+            for order in (0, 1):
+                prompt = build_prompt(task, str(row.text), "multiple_choice", order, year=YEAR, chat=chat)
+                positive = positive_letter(order)
+                for i, letter in enumerate(LETTERS):
+                    examples.append(Example(prompt, f" {letter}", p if i == positive else 1 - p, after_prompt=True))
         else:
+            prompt = build_prompt(task, str(row.text), "numeric", 0, year=YEAR, chat=chat)
             asked = p if numeric_label(task) == 1 else 1 - p
             examples.append(Example(prompt, f"{min(round(asked * 100), 99):02d}", after_prompt=True))
     return examples
