@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from unsure.config import ConfigError, json_schema, load_config, parse_config
+from unsure.config import ConfigError, check_files, json_schema, load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
@@ -100,3 +102,18 @@ def test_config_is_frozen() -> None:
     cfg = load_config(REPO / "config" / "demo.yaml")
     with pytest.raises(ValueError):
         cfg.seed = 3  # type: ignore[misc]
+
+
+def test_a_yaml_syntax_error_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    """Snakemake says only "Config file is not valid JSON or YAML"; `python -m unsure.config FILE` says where."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 0\nstudies:\n  riskscores:\n    models: [a, b\n    tasks: x\n", encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "unsure.config", str(bad)], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert str(bad) in run.stderr and "line 5" in run.stderr, run.stderr
+
+
+def test_config_files_are_checked_merged_as_snakemake_merges_them() -> None:
+    config = check_files([REPO / "config" / "demo.yaml", REPO / "config" / "untrained.yaml"])
+    assert config.zoo.training is None and config.zoo.models  # the overlay replaced one key only
+    assert check_files([REPO / "config" / "demo.yaml"]).zoo.training is not None

@@ -22,14 +22,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from unsure.config import Config, parse_config
+from unsure.config import Config, deep_merge, parse_config
 from unsure.shadow import (
     OVERRIDE,
     PAPER,
     REPO,
     SERVED,
     combination,
-    deep_merge,
     leaf_paths,
     merged_config,
     read_yaml,

@@ -13,10 +13,12 @@ Snakemake profiles, not here.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import sys
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -929,5 +931,42 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` merged over it, as Snakemake merges ``--configfile`` files:
+    mappings key by key (recursively), any other value of ``override`` (a list, a scalar,
+    ``null``) replacing ``base``'s. Neither is changed."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def check_files(paths: Sequence[str | Path]) -> Config:
+    """The config that ``--configfile`` ``paths`` (merged in order) give, checked as the workflow
+    checks it. Snakemake's own loader reports a YAML syntax error without its file or line;
+    this names both."""
+    raw: dict[str, Any] = {}
+    for path in paths:
+        raw = deep_merge(raw, read_config_file(path))
+    return parse_config(raw)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m unsure.config``: the JSON schema; ``python -m unsure.config FILE...``: check config files."""
+    if not argv:
+        sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+        return 0
+    try:
+        check_files(argv)
+    except ConfigError as err:
+        sys.stderr.write(f"{err}\n")
+        return 1
+    sys.stdout.write(f"{', '.join(argv)}: a valid config\n")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+    sys.exit(main(sys.argv[1:]))

@@ -44,7 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from unsure.config import ZOO_DIR, ConfigError, parse_config
+from unsure.config import ZOO_DIR, ConfigError, deep_merge, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
 """The repository: the Snakefile, ``config/config.yaml`` and ``config/shadow.yaml``."""
@@ -68,18 +68,6 @@ class ShadowError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- merging
-
-
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``override`` merged over it: mappings key by key (recursively), any other
-    value of ``override`` (a list, a scalar, ``null``) replacing ``base``'s. Neither is changed."""
-    out = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def leaf_paths(tree: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

