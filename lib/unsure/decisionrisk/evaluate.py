@@ -205,11 +205,10 @@ def unparsed_notes(confidences: Mapping[str, pd.DataFrame]) -> dict[tuple[str, s
     """Per (``model (verbal)``, benchmark) with unparseable chat replies: a note for its figure panel."""
     notes = {}
     for benchmark, row in verbal_parse_table(confidences).set_index("benchmark").iterrows():
-        if row["unparseable"]:
-            share = row["unparseable_share"]
-            what = "all" if share == 1 else f"{share:.0%} of"
+        if row["unparseable"]:  # short: it sits above a panel a quarter of the figure wide
+            what = "all" if row["unparseable"] == row["replies"] else f"{row['unparseable']} of"
             notes[(f"{row['model']} (verbal)", str(benchmark))] = (
-                f"{what} {row['replies']} replies unparseable (uniform confidences)"
+                f"{what} {row['replies']} replies unparseable: uniform"
             )
     return notes
 
