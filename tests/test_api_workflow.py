@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from openai_server import Server
-from workflow_helpers import snakemake
+from workflow_helpers import UNTRAINED, snakemake, untrained
 
 pytestmark = pytest.mark.workflow
 
@@ -19,11 +19,13 @@ ENV = "UNSURE_FAKE_API_KEY"
 def test_api_chat_model_samples_words_and_the_key_never_reaches_a_file(
     checkout: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built = snakemake("-c2", "resources/models/tiny-llama-chat", "--configfile", "config/demo.yaml", cwd=checkout)
+    built = snakemake(
+        "-c2", "resources/models/tiny-llama-chat", "--configfile", "config/demo.yaml", UNTRAINED, cwd=checkout
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     server = Server(checkout / "resources" / "models" / "tiny-llama-chat", key=KEY)
     try:
-        config = yaml.safe_load((checkout / "config" / "demo.yaml").read_text())
+        config = untrained(yaml.safe_load((checkout / "config" / "demo.yaml").read_text()))
         config["models"]["api-chat"] = {
             "id": "tiny-llama-chat-served",
             "backend": "openai",

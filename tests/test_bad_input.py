@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, copy_workflow, snakemake
+from workflow_helpers import REPO, copy_workflow, snakemake, untrained
 
 from unsure import sources
 from unsure.config import ConfigError, load_config
@@ -157,7 +157,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Kit:
 
 def _demo() -> dict[str, Any]:
     raw: dict[str, Any] = yaml.safe_load((REPO / "config" / "demo.yaml").read_text(encoding="utf-8"))
-    return raw
+    return untrained(raw)
 
 
 def _config(tmp: Path, edit: Callable[[dict[str, Any]], object]) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import copy_workflow, snakemake, untrained
 
 from unsure.decisionrisk.crossfit import FULL, instance_ids
 
@@ -22,7 +22,7 @@ INJECTIONS = {"NQ", "WQ", "NRA"}
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's decisionrisk study on one benchmark, one generative model and 2 folds (about 2 minutes)."""
     root = copy_workflow(tmp_path_factory.mktemp("decisionrisk") / "repo")
-    config = yaml.safe_load((root / "config" / "demo.yaml").read_text())
+    config = untrained(yaml.safe_load((root / "config" / "demo.yaml").read_text()))
     config["studies"]["decisionrisk"].update(
         models=["tiny-llama"], benchmarks=["piqa"], n_train=60, n_val=20, crossfit_folds=2, forest={"trees": 10}
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import REPO, copy_workflow, snakemake
+from workflow_helpers import REPO, UNTRAINED, copy_workflow, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -217,10 +217,12 @@ def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     """The demo built once in a throwaway copy, then its single-file HTML report."""
     root = copy_workflow(tmp_path_factory.mktemp("report") / "repo")
     start = time.monotonic()
-    run = snakemake("all", "-c2", "--configfile", "config/demo.yaml", cwd=root, timeout=1800)
+    run = snakemake("all", "-c2", "--configfile", "config/demo.yaml", UNTRAINED, cwd=root, timeout=1800)
     assert run.returncode == 0, run.stderr[-5000:]
     built = time.monotonic()
-    run = snakemake("--report", "results/report.html", "--configfile", "config/demo.yaml", cwd=root, timeout=600)
+    run = snakemake(
+        "--report", "results/report.html", "--configfile", "config/demo.yaml", UNTRAINED, cwd=root, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-5000:]
     path = root / "results" / "report.html"
     print(

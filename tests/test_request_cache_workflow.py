@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import SNAKEMAKE, snakemake
+from workflow_helpers import SNAKEMAKE, snakemake, untrained
 
 pytestmark = pytest.mark.workflow
 
@@ -22,7 +22,7 @@ SHARD_LOG = "results/riskscores/logs/infer/tiny-llama/ACSIncome/multiple_choice/
 
 
 def demo_config(checkout: Path, name: str, **riskscores: object) -> Path:
-    raw = yaml.safe_load((checkout / "config" / "demo.yaml").read_text())
+    raw = untrained(yaml.safe_load((checkout / "config" / "demo.yaml").read_text()))
     raw["studies"]["riskscores"].update(riskscores)
     path = checkout / name
     path.write_text(yaml.safe_dump(raw))

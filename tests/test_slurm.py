@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, SNAKEMAKE, copy_workflow, snakemake
+from workflow_helpers import REPO, SNAKEMAKE, copy_workflow, snakemake, untrained
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
@@ -50,7 +50,7 @@ def cluster_up() -> bool:
 
 
 def slice_config(root: Path) -> Path:
-    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    config = untrained(yaml.safe_load((REPO / "config" / "demo.yaml").read_text()))
     config["studies"]["riskscores"].update(SLICE)
     path = root / "slice.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -42,6 +43,16 @@ def stand_in_outputs(checkout: Path, summary: str) -> list[list[str]]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.touch()
     return rows
+
+
+UNTRAINED = "config/untrained.yaml"
+"""The overlay that keeps the zoo's models random: tests of plumbing need no trained model."""
+
+
+def untrained(raw: dict[str, Any]) -> dict[str, Any]:
+    """A raw config with the zoo's training off (its models build in seconds)."""
+    raw.setdefault("zoo", {})["training"] = None
+    return raw
 
 
 def copy_workflow(dest: Path) -> Path:
