@@ -583,6 +583,21 @@ def _labelbias(cfg: Config, L: Lengths) -> list[Work]:
         tokens = per_context * sum(request(k) for k, _ in pairs) + looc
         requests = per_context * len(pairs) + len(kept) * sum(k for k, _ in pairs)
         out.append(_work("labelbias", "labelbias_infer", m, {"lb_model": m}, api, tokens, requests, study.shards))
+        # the other protocol's DC and content-free contexts, rescored alone (and the few prompts the
+        # token limit cuts, left out here); every prompt is also tokenised, on the CPU
+        flipped = len(kept) * (study.domain_inputs + len(study.content_free_inputs))
+        out.append(
+            _work(
+                "labelbias",
+                "labelbias_differences",
+                m,
+                {"lb_model": m},
+                api,
+                flipped * sum(request(k) for k, _ in pairs),
+                flipped * len(pairs),
+                1,
+            )
+        )
         if m not in lora_models:
             continue
         for k in lora.shots:

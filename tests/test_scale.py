@@ -193,6 +193,7 @@ def test_demo_config_gets_work_for_every_rule_that_runs_a_model() -> None:
     assert {w.rule for w in work} == {
         "riskscores_infer", "riskscores_importance", "riskscores_evidence", "nextword_sample", "nextword_biased",
         "nextword_tokens", "nextword_finetune", "nextword_finetune_sample", "labelbias_infer", "labelbias_lora",
+        "labelbias_differences",
         "decisionrisk_generative", "decisionrisk_encoder", "decisionrisk_similarity",
     }  # fmt: skip
     assert all(w.tokens > 0 and not w.api for w in work)
