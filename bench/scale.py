@@ -16,10 +16,10 @@ input comes from where it is true:
 * **Tokens per request**: prompts built by the studies' own prompt builders
   from the raw data in ``resources/data`` (the demo's generated data, or the
   real downloads on a cluster checkout), counted with the zoo tokenizer
-  (``resources/models/tiny-llama``) and never fewer than
-  :data:`TOKENS_PER_WORD` per word: an upper bound on real English, where the
-  zoo tokenizer gives about twice the tokens of a real vocabulary;
-  ``--tokens-per-word 1.33`` gives the lower figure.
+  (``resources/models/tiny-llama``, which learns the risk-score prompts' Census
+  words and counts about what a real vocabulary does on them) or ``--tokenizer``,
+  and never fewer than :data:`TOKENS_PER_WORD` per word; ``--tokens-per-word
+  1.33`` gives the figure of a real vocabulary on plain English.
 
 GPU time of a job = (2 x forward tokens + 6 x training tokens) x active
 parameters / (MFU x peak FLOP/s), plus loading the weights; a job that spreads a
@@ -57,9 +57,9 @@ STUDIES = ("riskscores", "nextword", "labelbias", "decisionrisk", "subgroups")
 
 TOKENS_PER_WORD = 4 / 3
 """Floor on tokens per whitespace word (OpenAI's rule of thumb: a token is about 3/4 of an English word with a 50k
-BPE; 32k-256k vocabularies are close to it). The zoo tokenizers are trained on the generated English: on the demo's
-generated sentences they give only ~1.0-1.2 tokens per word, on real English (the ACS dictionary's labels, the real
-Provo, SNI and benchmark files) 2.5-3.2, more than any real tokenizer."""
+BPE; 32k-256k vocabularies are close to it). The zoo tokenizers are trained on the generated English and the
+risk-score prompts: on the demo's generated sentences they give only ~1.0-1.2 tokens per word, on other real English
+(the real Provo, SNI and benchmark files) more than a real tokenizer."""
 CHAT_TOKENS = 32
 """Tokens a chat template adds around a user turn (Llama-3's header with a system prompt is about this; Gemma,
 Mistral and ChatML add fewer)."""
@@ -895,7 +895,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         encoder = AutoTokenizer.from_pretrained(str(_need(REPO / args.encoder_tokenizer, "zoo encoder tokenizer")))
         data = REPO / args.data
         demo = any((data / "sni" / "raw" / "tasks").glob("task*_unsure_*.json"))  # the SNI generator's task names
-        counted = f"{args.tokens_per_word:g} tokens per word" if args.tokens_per_word else "the zoo tokenizer"
+        zoo = args.tokenizer == parser.get_default("tokenizer")
+        named = "the zoo tokenizer" if zoo else f"the tokenizer in `{args.tokenizer}`"
+        counted = f"{args.tokens_per_word:g} tokens per word" if args.tokens_per_word else named
         source = f"`{args.data}` ({'the demo' if demo else 'downloaded'} data, {counted})"
         lengths = measure(
             cfg, data, tokenizer, encoder, sample=args.sample, per_word=args.tokens_per_word, source=source
