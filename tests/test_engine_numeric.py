@@ -41,8 +41,8 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path]) -> dict[str, Path]:
-    """The session's GPT-2 and Llama (single-digit tokens only) and a random GPT-2 whose
-    vocabulary also holds multi-digit tokens, as real GPT-2's does, scaled up so they win."""
+    """The session's GPT-2 and Llama and a random GPT-2 whose vocabulary also holds the
+    multi-digit tokens real GPT-2's does, scaled up with the single digits so they win."""
     out = tmp_path_factory.mktemp("numeric-models") / "gpt2-digits"
     tok = AutoTokenizer.from_pretrained(tiny_models["gpt2"])
     tok.add_tokens(MULTI_DIGIT)
@@ -58,7 +58,9 @@ def models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config)
     with torch.no_grad():
-        model.transformer.wte.weight[tok.convert_tokens_to_ids(MULTI_DIGIT)] *= 8
+        # the zoo's vocabulary holds multi-digit tokens of its own (Census text): the single digits
+        # and the added ones are scaled alike, so that both kinds win somewhere
+        model.transformer.wte.weight[tok.convert_tokens_to_ids([*MULTI_DIGIT, *"0123456789"])] *= 8
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return {**tiny_models, "gpt2-digits": out}
