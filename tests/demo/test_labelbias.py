@@ -33,8 +33,9 @@ best method; predictions that ignore the input score 0 up to sampling noise (the
 -0.03 to 0.05 on the demo's 6 tasks × 60 instances)."""
 CALIBRATED_READS_INPUT = 0.05
 """Least mean Cohen's kappa after CC of the model that reads the input best (the random zoo: 0.003)."""
-BIAS_DROP = 0.5
-"""CC must remove at least this share of the uncalibrated BiasScore, averaged over models."""
+BIAS_DROP = 0.3
+"""CC must remove at least this share of the uncalibrated BiasScore, averaged over models (the demo:
+0.062 -> 0.029, a 54% drop; the margin leaves room for another CPU's floating point)."""
 MOVED = 0.01
 """Least share of evaluation predictions (no mitigation) that k demonstrations change, per model."""
 
