@@ -11,8 +11,9 @@ torch.set_num_threads(snakemake.threads)
 with logged(snakemake.log[0]) as log:
     p = snakemake.params
     name = snakemake.wildcards.name
-    texts = zoo.training_texts(seed=p.zoo_seed, n_sentences=p.corpus_sentences)
-    training = None if p.training is None else ZooTraining.model_validate(p.training)
     spec = ZooModel(**p.spec)
+    # tokenizer training text only where a tokenizer is trained (a real tokenizer folder is copied)
+    texts = zoo.training_texts(seed=p.zoo_seed, n_sentences=p.corpus_sentences) if spec.tokenizer is None else []
+    training = None if p.training is None else ZooTraining.model_validate(p.training)
     zoo.build(name, spec, texts, snakemake.output[0], zoo_seed=p.zoo_seed, training=training, studies=p.studies)
     log.info("built zoo model %s into %s", name, snakemake.output[0])
