@@ -1,9 +1,9 @@
-"""Engine throughput against its peers, each run as its users run it, on the same model.
+"""Engine throughput against its peers, each run as its users run it, on the same models.
 
-    .venv/bin/python bench/engine.py [--rows 64] [--hidden 512] [--layers 4] [--samples 200]
+    .venv/bin/python bench/engine.py [--rows 64] [--sizes 256x2 512x4] [--samples 200]
 
-Builds a Llama-style model locally (32k-token vocabulary, zoo tokenizer) and times,
-in one run, three workloads on identical inputs:
+Builds Llama-style models locally (32k-token vocabulary, zoo tokenizer), one per
+size, and times on each, in one run, three workloads on identical inputs:
 
 - **risk scores**: folktexts' ``TransformersLLMClassifier.predict_proba`` (its own
   prompts, both option orders, batch 16) on ACS rows, against the riskscores
@@ -16,20 +16,24 @@ in one run, three workloads on identical inputs:
   ``HFEngine.sample_words``, with a chi-square test that the two word
   distributions are the same.
 
-Model FLOP utilisation = 2 x non-embedding parameters x tokens/s over the matmul
-FLOP/s measured in this run (the engine applies the output projection only where
-it reads a prediction, so counting it per token would overstate the work).
-Prints Markdown tables: the peers as their users run them, then the project's
-own prompts (generated sentences of uneven length).
+Model FLOP utilisation = the model FLOPs of the engine's run (2 x body parameters
+per token it ran, 2 x output-projection parameters per position whose logits it
+read) per second, over the matmul FLOP/s measured in this run. Prints Markdown
+tables per size: the peers as their users run them, the project's own prompts
+(generated sentences of uneven length), and risk-score rows/s per token budget.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -47,6 +51,10 @@ from unsure.riskscores.dictionary import read_dictionary
 from unsure.riskscores.prompts import build_prompt, row_texts
 from unsure.riskscores.scoring import make_scorer
 from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip, task_rows
+
+_R = TypeVar("_R")
+BUDGETS = (1_024, 2_048, 4_096, 8_192, 16_384)
+"""Token budgets the sweep times."""
 
 REAL_DICTIONARY = Path(__file__).resolve().parents[2] / "shared/data/acs/PUMS_Data_Dictionary_2014-2018.csv"
 """folktexts' value words are this file's; the generated dictionary stands in without ../shared."""
@@ -96,8 +104,28 @@ def acs_rows(root: Path, n: int) -> tuple[pd.DataFrame, pd.Series]:
     return rows, row_texts(rows, task.features, dictionary, "paper")
 
 
-def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float, float, int, float, bool]:
-    """(folktexts rows/s, engine rows/s, engine tokens, max |score difference|, prompts equal)."""
+@dataclass
+class Timed:
+    """An engine run: its seconds and what it computed (for model FLOPs)."""
+
+    seconds: float
+    tokens: int
+    logit_rows: int
+
+    def flops(self, dense: int, unembedding: int) -> float:
+        """Model FLOPs: the body on every token run, the output projection where it was read."""
+        return 2 * dense * self.tokens + 2 * unembedding * self.logit_rows
+
+
+def timed(engine: HFEngine, run: Callable[[], _R]) -> tuple[_R, Timed]:
+    start, tokens, logits = time.perf_counter(), engine.counters.tokens, engine.counters.logit_rows
+    out = run()
+    took = Timed(time.perf_counter() - start, engine.counters.tokens - tokens, engine.counters.logit_rows - logits)
+    return out, took
+
+
+def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float, Timed, float, bool]:
+    """(folktexts rows/s, the engine's run, max |score difference|, prompts equal)."""
     from folktexts.acs.acs_tasks import acs_income_task
     from folktexts.classifier.transformers_classifier import TransformersLLMClassifier
     from folktexts.llm_utils import load_model_tokenizer
@@ -116,15 +144,15 @@ def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float,
     peer = TransformersLLMClassifier(
         model, tok, acs_income_task, correct_order_bias=True, batch_size=16, context_size=2048
     )
+    logging.disable(logging.WARNING)  # folktexts warns per row of this random model's low mass on A/B
     start = time.perf_counter()
     theirs = peer.predict_proba(rows[list(task.features)])[:, 1]
     t_peer = time.perf_counter() - start
+    logging.disable(logging.NOTSET)
     scored = rows.assign(text=text.to_numpy())
     score = make_scorer(engine, task, "multiple_choice", year=2018, instruct=False, both_orders=True, protocol="paper")
-    start, tokens0 = time.perf_counter(), engine.counters.tokens
-    ours = score(scored)["p_hat"].to_numpy()
-    t_ours = time.perf_counter() - start
-    return n / t_peer, n / t_ours, engine.counters.tokens - tokens0, float(np.abs(ours - theirs).max()), same
+    out, run = timed(engine, lambda: score(scored))
+    return n / t_peer, run, float(np.abs(out["p_hat"].to_numpy() - theirs).max()), same
 
 
 def sni_requests(n: int) -> list[tuple[str, tuple[str, ...]]]:
@@ -144,8 +172,8 @@ def sni_requests(n: int) -> list[tuple[str, tuple[str, ...]]]:
     return reqs
 
 
-def label_scores(path: str, engine: HFEngine, n: int) -> tuple[float, float, int, float]:
-    """(lm-eval requests/s, engine requests/s, engine tokens, max |log-likelihood difference|)."""
+def label_scores(path: str, engine: HFEngine, n: int) -> tuple[float, Timed, float]:
+    """(lm-eval requests/s, the engine's run, max |log-likelihood difference|)."""
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
@@ -155,16 +183,13 @@ def label_scores(path: str, engine: HFEngine, n: int) -> tuple[float, float, int
     start = time.perf_counter()
     theirs = [ll for ll, _ in harness.loglikelihood(inst, disable_tqdm=True)]
     t_peer = time.perf_counter() - start
-    start, tokens0 = time.perf_counter(), engine.counters.tokens
-    ours = [
-        float(v) for r in engine.continuation_scores([ContinuationRequest(c, ks) for c, ks in reqs]) for v in r.logprob
-    ]
-    t_ours = time.perf_counter() - start
-    return n / t_peer, n / t_ours, engine.counters.tokens - tokens0, float(np.abs(np.subtract(ours, theirs)).max())
+    scores, run = timed(engine, lambda: engine.continuation_scores([ContinuationRequest(c, ks) for c, ks in reqs]))
+    ours = [float(v) for r in scores for v in r.logprob]
+    return n / t_peer, run, float(np.abs(np.subtract(ours, theirs)).max())
 
 
-def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[float, float, int, float]:
-    """(HF generate words/s, engine words/s, engine tokens, chi-square p-value of equal word distributions)."""
+def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[float, Timed, float]:
+    """(HF generate words/s, the engine's run, chi-square p-value of equal word distributions)."""
     from scipy.stats import chi2_contingency
 
     tok = AutoTokenizer.from_pretrained(path)
@@ -186,11 +211,12 @@ def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[f
             word, done = first_word(text, finished=bool((seq == tok.eos_token_id).any()))
             theirs[f"{prompt}|{word if done else None}"] += 1
     t_peer = time.perf_counter() - start
-    start, tokens0 = time.perf_counter(), engine.counters.tokens
-    results = engine.sample_words(
-        [WordSamplingRequest(p, n=n, seed=i, max_new_tokens=6) for i, p in enumerate(prompts)]
+    results, run = timed(
+        engine,
+        lambda: engine.sample_words(
+            [WordSamplingRequest(p, n=n, seed=i, max_new_tokens=6) for i, p in enumerate(prompts)]
+        ),
     )
-    t_ours = time.perf_counter() - start
     ours: Counter[str] = Counter()
     for prompt, res in zip(prompts, results, strict=True):
         for word in res.words:
@@ -205,12 +231,11 @@ def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[f
         table = table[table.sum(axis=1) > 0]
         if len(table) > 1:
             pvalues.append(chi2_contingency(table)[1])
-    words = contexts * n
-    return words / t_peer, words / t_ours, engine.counters.tokens - tokens0, float(np.min(pvalues) * len(pvalues))
+    return contexts * n / t_peer, run, float(np.min(pvalues) * len(pvalues))
 
 
-def own_prompts(engine: HFEngine, n: int) -> list[tuple[str, float, int]]:
-    """The project's generated prompts (uneven lengths): (workload, rows/s, tokens)."""
+def own_prompts(engine: HFEngine, n: int) -> Timed:
+    """The project's generated risk prompts (uneven lengths), both option orders."""
     text = sentences(n * 12, seed=1)
     prompts = []
     for i in range(n):
@@ -220,59 +245,76 @@ def own_prompts(engine: HFEngine, n: int) -> list[tuple[str, float, int]]:
                 "The following data describes a survey respondent.\n"
                 f"{features}\nQuestion: Is the income above 50,000 dollars?\nA. {a}.\nB. {b}.\nAnswer:"
             )
-    start, tokens0 = time.perf_counter(), engine.counters.tokens
-    engine.choice_probs([ChoiceRequest(p, ("A", "B")) for p in prompts])
-    return [
-        (
-            "generated risk prompts, both orders (rows/s)",
-            n / (time.perf_counter() - start),
-            engine.counters.tokens - tokens0,
-        )
-    ]
+    return timed(engine, lambda: engine.choice_probs([ChoiceRequest(p, ("A", "B")) for p in prompts]))[1]
+
+
+def budget_sweep(path: str, engine: HFEngine, root: Path, n: int) -> dict[int, float]:
+    """Risk-score rows/s per token budget (the batch shape the engine is tuned on)."""
+    task = FOLKTABLES["ACSIncome"]
+    rows, text = acs_rows(root, n)
+    score = make_scorer(engine, task, "multiple_choice", year=2018, instruct=False, both_orders=True, protocol="paper")
+    scored = rows.assign(text=text.to_numpy())
+    chosen, rates = engine.token_budget, {}
+    for budget in BUDGETS:
+        engine.token_budget = budget
+        rates[budget] = n / timed(engine, lambda: score(scored))[1].seconds
+    engine.token_budget = chosen
+    return rates
+
+
+def bench_size(hidden: int, layers: int, args: argparse.Namespace, peak: float) -> None:
+    """Every workload on one model size; prints its tables."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        path = str(build_model(root, hidden, layers))
+        engine = HFEngine(path, dtype="float32")
+        params = sum(p.numel() for p in engine.model.parameters())
+        unembedding = engine.model.get_output_embeddings().weight.numel()
+        dense = params - engine.model.get_input_embeddings().weight.numel() - unembedding
+
+        def mfu(run: Timed) -> str:
+            return f"{run.flops(dense, unembedding) / run.seconds / peak:.0%}"
+
+        rows = []
+        peer, run, diff, same = risk_scores(path, engine, root, args.rows)
+        rows.append(("risk scores, ACSIncome (rows/s)", "folktexts predict_proba", peer, args.rows / run.seconds,
+                     mfu(run), f"max abs diff {diff:.1e}; prompts equal: {same}"))  # fmt: skip
+        peer, run, diff = label_scores(path, engine, args.rows)
+        rows.append(("label scores, 8 demos, 2-10 labels (requests/s)", "lm-eval loglikelihood", peer,
+                     args.rows / run.seconds, mfu(run), f"max abs diff {diff:.1e}"))  # fmt: skip
+        peer, run, p = word_sampling(path, engine, args.contexts, args.samples)
+        rows.append(("first-word sampling (words/s)", "HF generate", peer, args.contexts * args.samples / run.seconds,
+                     mfu(run), f"chi-square p (Bonferroni) {min(p, 1.0):.2f}"))  # fmt: skip
+        own = own_prompts(engine, args.rows)
+        sweep = budget_sweep(path, engine, root, args.rows)
+        chosen = engine.token_budget
+
+    print(f"\n### Llama, hidden {hidden}, {layers} layers: {params / 1e6:.1f}M parameters "
+          f"({dense / 1e6:.1f}M in the body), 32k vocabulary\n")  # fmt: skip
+    print("| workload | peer | peer rate | engine rate | ratio | engine MFU | agreement |")
+    print("|---|---|---|---|---|---|---|")
+    for name, peer_name, theirs, ours, util, agree in rows:
+        print(f"| {name} | {peer_name} | {theirs:.2f} | {ours:.2f} | {ours / theirs:.1f}x | {util} | {agree} |")
+    print("\n| project prompts | engine rate | engine MFU |\n|---|---|---|")
+    print(f"| generated risk prompts, both orders (rows/s) | {args.rows / own.seconds:.2f} | {mfu(own)} |")
+    print("\n| token budget | " + " | ".join(f"{b:,}" + (" (default)" if b == chosen else "") for b in sweep) + " |")
+    print("|---|" + "---|" * len(sweep))
+    print("| risk scores (rows/s) | " + " | ".join(f"{r:.1f}" for r in sweep.values()) + " |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--sizes", nargs="+", default=["256x2", "512x4"], help="model sizes, HIDDENxLAYERS")
     parser.add_argument("--contexts", type=int, default=8, help="word sampling: contexts")
     parser.add_argument("--samples", type=int, default=200, help="word sampling: samples per context")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        path = str(build_model(root, args.hidden, args.layers))
-        engine = HFEngine(path, dtype="float32")
-        params = sum(p.numel() for p in engine.model.parameters())
-        embedding = engine.model.get_input_embeddings().weight.numel()
-        dense = params - embedding - engine.model.get_output_embeddings().weight.numel()
-        peak = matmul_flops()
-
-        def mfu(tokens: int, rate: float, n: int) -> str:
-            return f"{2 * dense * tokens * rate / n / peak:.0%}"
-
-        peers = []
-        f, e, tokens, diff, same = risk_scores(path, engine, root, args.rows)
-        peers.append(("risk scores, ACSIncome (rows/s)", "folktexts predict_proba", f, e, mfu(tokens, e, args.rows),
-                      f"max abs diff {diff:.1e}; prompts equal: {same}"))  # fmt: skip
-        f, e, tokens, diff = label_scores(path, engine, args.rows)
-        peers.append(("label scores, 8 demos, 2-10 labels (requests/s)", "lm-eval loglikelihood", f, e,
-                      mfu(tokens, e, args.rows), f"max abs diff {diff:.1e}"))  # fmt: skip
-        f, e, tokens, p = word_sampling(path, engine, args.contexts, args.samples)
-        words = args.contexts * args.samples
-        peers.append(("first-word sampling (words/s)", "HF generate", f, e, mfu(tokens, e, words),
-                      f"chi-square p (Bonferroni) {min(p, 1.0):.2f}"))  # fmt: skip
-        own = own_prompts(engine, args.rows)
-
-    print(f"model: Llama, {params / 1e6:.1f}M parameters ({dense / 1e6:.1f}M non-embedding), 32k vocabulary")
-    print(f"matmul peak measured here: {peak / 1e9:.1f} GFLOP/s, {torch.get_num_threads()} threads\n")
-    print("| workload | peer | peer rate | engine rate | ratio | engine MFU | agreement |")
-    print("|---|---|---|---|---|---|---|")
-    for name, peer, theirs, ours, util, agree in peers:
-        print(f"| {name} | {peer} | {theirs:.2f} | {ours:.2f} | {ours / theirs:.1f}x | {util} | {agree} |")
-    print("\n| project prompts | engine rate | engine MFU |\n|---|---|---|")
-    for name, rate, tokens in own:
-        print(f"| {name} | {rate:.2f} | {mfu(tokens, rate, args.rows)} |")
+    peak = matmul_flops()
+    print(f"matmul peak measured here: {peak / 1e9:.1f} GFLOP/s, {torch.get_num_threads()} threads; MFU counts")
+    print("the body's matmuls on every token run and the output projection where its logits are read")
+    for size in args.sizes:
+        hidden, layers = (int(v) for v in size.split("x"))
+        bench_size(hidden, layers, args, peak)
 
 
 if __name__ == "__main__":

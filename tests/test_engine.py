@@ -158,3 +158,24 @@ def test_option_orders_share_their_prefix_and_score_as_if_alone(tiny_models: dic
         np.testing.assert_allclose(t.probs, a.probs, atol=1e-5)
         assert t.mass == pytest.approx(a.mass, abs=1e-5) and t.prefix == a.prefix
     assert packed_tokens < 0.7 * separate_tokens, (packed_tokens, separate_tokens)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_a_batch_encodes_the_opening_its_rows_share_once(tiny_models: dict[str, Path], family: str) -> None:
+    """Prompts that open with the same instruction (a task definition, a chat header) encode it
+    once per batch, as a cache every row attends to, with the numbers of separate sequences."""
+    engine = HFEngine(str(tiny_models[family]), device="cpu")
+    opening = "Definition: Read what the survey says about a person and answer the question. " * 3
+    prompts = [f"{opening}\nInput: person {i} works as a baker aged {20 + 3 * i}.\nOutput:" for i in range(6)]
+    requests = [ContinuationRequest(p, (" yes", " no", " maybe not")) for p in prompts]
+    before = engine.counters.tokens
+    together = engine.continuation_scores(requests)
+    used = engine.counters.tokens - before
+    for req, res in zip(requests, together, strict=True):
+        for cont, lp in zip(req.continuations, res.logprob, strict=True):
+            assert lp == pytest.approx(fresh_logprob(engine, req.context, cont), abs=1e-5)
+    separate = sum(len(engine.encode(p)) + 6 for p in prompts)
+    assert used < 0.6 * separate, (used, separate)
+    choices = [ChoiceRequest(p, ("A", "B")) for p in prompts]
+    for t, a in zip(engine.choice_probs(choices), [engine.choice_probs([c])[0] for c in choices], strict=True):
+        np.testing.assert_allclose(t.probs, a.probs, atol=1e-5)

@@ -43,12 +43,16 @@ def multiple_choice_scores(engine: Engine, prompts: Sequence[Sequence[str]], pos
     index of the positive letter in that order. Returns ``p_hat`` (the mean
     over orders), ``p_order<o>`` and ``mass`` (mean raw probability on the letters).
     """
+    # one call for all orders: the engine then encodes the features a row's orders share once
+    answers = engine.choice_probs([ChoiceRequest(p, LETTERS) for batch in prompts for p in batch])
     columns: dict[str, np.ndarray] = {}
     masses = []
+    start = 0
     for o, (batch, pos) in enumerate(zip(prompts, positive, strict=True)):
-        answers = engine.choice_probs([ChoiceRequest(p, LETTERS) for p in batch])
-        columns[f"p_order{o}"] = np.clip(np.array([a.probs[pos] for a in answers], dtype=np.float64), 0, 1)
-        masses.append(np.array([a.mass for a in answers], dtype=np.float64))
+        order = answers[start : start + len(batch)]
+        start += len(batch)
+        columns[f"p_order{o}"] = np.clip(np.array([a.probs[pos] for a in order], dtype=np.float64), 0, 1)
+        masses.append(np.array([a.mass for a in order], dtype=np.float64))
     out = pd.DataFrame(columns)
     out.insert(0, "p_hat", np.mean(list(columns.values()), axis=0))
     out["mass"] = np.mean(masses, axis=0)
