@@ -179,3 +179,7 @@ def test_a_batch_encodes_the_opening_its_rows_share_once(tiny_models: dict[str, 
     choices = [ChoiceRequest(p, ("A", "B")) for p in prompts]
     for t, a in zip(engine.choice_probs(choices), [engine.choice_probs([c])[0] for c in choices], strict=True):
         np.testing.assert_allclose(t.probs, a.probs, atol=1e-5)
+    numeric = [p + f"{' padding' * i} 0." for i, p in enumerate(prompts)]  # uneven lengths: left padding
+    before = engine.counters.tokens
+    assert engine.numeric(numeric) == [engine.numeric([p])[0] for p in numeric]
+    assert engine.counters.tokens - before < 1.6 * sum(len(engine.encode(p)) + 1 for p in numeric)

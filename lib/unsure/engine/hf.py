@@ -511,12 +511,19 @@ class HFEngine:
         and its logits processors (e.g. a repetition penalty) would move the argmax.
         """
         start = time.perf_counter()
-        ids, mask = self._left_padded(contexts)
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        head = _shared_head(torch.tensor([c[: min(map(len, contexts))] for c in contexts]), list(map(len, contexts)))
+        ids, mask = self._left_padded([c[head:] for c in contexts])
+        positions = head + (mask.cumsum(dim=1) - 1).clamp(min=0)
         allowed = torch.tensor(digits, device=self._lm_head.weight.device)
         cache = None
         chosen = []
         with torch.inference_mode():
+            if head:  # the opening every prompt shares, encoded once; the padding sits after it, masked
+                cache = self.model.base_model(
+                    input_ids=torch.tensor([contexts[0][:head]], device=self.device), use_cache=True
+                ).past_key_values
+                cache.batch_repeat_interleave(len(contexts))
+                mask = torch.cat([torch.ones((len(contexts), head), dtype=mask.dtype, device=mask.device), mask], dim=1)
             for _ in range(steps):
                 out = self.model.base_model(
                     input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
@@ -528,7 +535,7 @@ class HFEngine:
                 mask = torch.cat([mask, torch.ones_like(ids)], dim=1)
                 positions = positions[:, -1:] + 1
         self._count(
-            sum(len(c) for c in contexts) + len(contexts) * (steps - 1),
+            head + sum(len(c) - head for c in contexts) + len(contexts) * (steps - 1),
             start,
             passes=steps,
             logits=len(contexts) * steps,
