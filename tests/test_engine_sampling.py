@@ -92,7 +92,9 @@ FAMILIES = {
 
 
 @pytest.mark.parametrize(
-    ("family", "temperature"), [*((f, 1.0) for f in FAMILIES), ("llama", 0.5)], ids=["gpt2", "llama", "bert", "llama-cold"]
+    ("family", "temperature"),
+    [*((f, 1.0) for f in FAMILIES), ("llama", 0.5)],
+    ids=["gpt2", "llama", "bert", "llama-cold"],
 )
 def test_word_distribution_matches_the_exact_one(family: str, temperature: float, tmp_path: Path) -> None:
     spec = ZooModel(architecture=family, vocab_size=1000, hidden_size=16, layers=1, heads=2)  # type: ignore[arg-type]
