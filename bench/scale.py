@@ -600,20 +600,36 @@ def _labelbias(cfg: Config, L: Lengths) -> list[Work]:
         )
         if m not in lora_models:
             continue
-        for k in lora.shots:
-            for s in range(min(study.sets_of(k), lora.demonstration_sets)):
-                example = L.sni_context[k] + chat + L.sni_label
-                out.append(
-                    Work(
-                        "labelbias",
-                        "labelbias_lora",
-                        m,
-                        {"lb_model": m, "lb_k": str(k), "lb_set": str(s)},
-                        tokens=(sum(evals) + len(kept) * held) * request(k),  # scoring with the merged adapter
-                        train_tokens=len(kept) * lora.epochs * lora.n_train * example,
-                        loads=lora.shards + len(kept),  # each job loads the base, then base + adapter per task
-                    )
+        runs = [(k, s) for k in lora.shots for s in range(min(study.sets_of(k), lora.demonstration_sets))]
+        for k, s in runs:
+            out.append(
+                Work(
+                    "labelbias",
+                    "labelbias_lora",
+                    m,
+                    {"lb_model": m, "lb_k": str(k), "lb_set": str(s)},
+                    tokens=(sum(evals) + len(kept) * held) * request(k),  # scoring with the merged adapter
+                    train_tokens=len(kept) * lora.epochs * lora.n_train * (L.sni_context[k] + chat + L.sni_label),
+                    loads=lora.shards + len(kept),  # each job loads the base, then base + adapter per task
                 )
+            )
+        # the LoRA differences flipped alone (unsure.labelbias.finetune.lora_flip_plan): every task fine-tuned
+        # again and scored, the targets at the first run, the example selection at the first run of a set >= 1
+        again = [k for k, _ in runs[:1]] + [k for k, s in runs if s >= 1][:1]
+        if again:
+            out.append(
+                Work(
+                    "labelbias",
+                    "labelbias_lora_differences",
+                    m,
+                    {"lb_model": m},
+                    tokens=sum((sum(evals) + len(kept) * held) * request(k) for k in again),
+                    train_tokens=sum(
+                        len(kept) * lora.epochs * lora.n_train * (L.sni_context[k] + chat + L.sni_label) for k in again
+                    ),
+                    loads=sum(1 + len(kept) for _ in again),  # the base, then base + adapter per task, per flip
+                )
+            )
     return out
 
 

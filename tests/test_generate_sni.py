@@ -134,3 +134,47 @@ def test_layout_matches_the_real_task_files(generated: tuple[Path, list[str]], s
     for split in ("test_tasks.txt", "train_tasks.txt"):
         text = (shared_data / "sni" / "splits" / "default" / split).read_text(encoding="utf-8")
         assert text.endswith("\n") and all(re.fullmatch(r"task\d+_[\w.-]+", line) for line in text.splitlines())
+
+
+def test_input_templates_file_gives_the_demo_a_multipart_task_whose_dc_inputs_keep_its_markers(
+    generated: tuple[Path, list[str]], tmp_path: Path, shared_data: Path
+) -> None:
+    """The demo's DC difference must reach the template path (issue 17): the generated premise/options
+    and object/part tasks carry the real COPA (task1393) and meronym (task1584) templates in the
+    study's CSV layout, and their DC inputs under ``paper`` keep those markers in order."""
+    from unsure.labelbias import prompts, tasks
+
+    root, names = generated
+    path = tmp_path / "classification_task_input_templates.csv"
+    written = sni.write_input_templates(path, n_tasks=N_TASKS)
+    assert written == [n for n in names if sni.task_template(n) in sni.CATALOGUE]
+    assert path.read_text(encoding="utf-8").startswith("task,template\n")
+    templates = prompts.read_templates(path)
+    real = prompts.read_templates(shared_data / "sni" / "task_info" / "classification_task_input_templates.csv")
+    copa = next(n for n in names if "premise_option_selection" in n)
+    part = next(n for n in names if "object_part_classification" in n)
+    assert templates[prompts.task_number(copa)] == real["task1393"]
+    assert templates[prompts.task_number(part)] == real["task1584"]
+    multipart = [n for n in written if templates[prompts.task_number(n)].count(prompts.TEMPLATE_SLOT) >= 2]
+    assert copa in multipart and part in multipart and len(multipart) < len(written)
+    for name in multipart:
+        task = tasks.read_task(root / "tasks" / f"{name}.json")
+        drawn = tasks.draw_instances(task, n_eval=100, n_heldout=8, n_pool=16, seed=0)
+        template = templates[prompts.task_number(name)]
+        markers = [m for m in template.split(prompts.TEMPLATE_SLOT) if m.strip()]
+        evals = drawn.loc[drawn["split"] == "eval", "input"].tolist()
+        for text in evals:  # every generated input follows its template
+            assert all(m in text for m in markers), (name, text)
+        items = prompts.build_items(
+            drawn, shots=[0], sets=1, content_free=["N/A"], n_domain=10, seed=0, protocol="paper", templates=templates
+        )
+        plain = prompts.build_items(
+            drawn, shots=[0], sets=1, content_free=["N/A"], n_domain=10, seed=0, protocol="paper", templates={}
+        )
+        dc = items.loc[items["kind"] == "dc", "input"].tolist()
+        for text in dc:
+            at = [text.find(m) for m in markers]
+            assert -1 not in at and at == sorted(at), (name, text)
+            assert all(text.count(m) == 1 for m in markers), (name, text)
+        # without the file the markers' words are drawn among the others, so the inputs differ
+        assert dc != plain.loc[plain["kind"] == "dc", "input"].tolist()

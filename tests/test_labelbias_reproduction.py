@@ -220,7 +220,7 @@ def test_the_ledger_quantifies_every_prompt_difference(engine: HFEngine, protoco
     assert longest["corrected"] > longest["paper"] and "tokens of m's tokenizer" in longest["note"]
     # the other protocol's DC inputs move the DC numbers
     assert ledger.loc[ledger["difference"] == "dc_inputs", "gap"].abs().max() > 0
-    # only the fine-tuning differences are left unmeasured (they need another fine-tuning run)
+    # only the fine-tuning differences are left unmeasured here (rule labelbias_lora_differences measures them)
     unmeasured = ledger.loc[ledger["note"].str.startswith("this run scored"), "difference"]
     assert set(unmeasured) == {"lora_targets", "lora_examples"}
     assert ledger.loc[ledger["difference"] == "dc_inputs", other_col].notna().all()
@@ -241,4 +241,6 @@ def test_rescoring_the_runs_own_prompts_gives_back_its_numbers(engine: HFEngine)
     keys = ["scoring", "task", "k", "set", "method"]
     mine = per_task[per_task["method"] == "dc"].drop(columns="model").set_index(keys).sort_index()
     again = flipped.drop(columns="difference").set_index(keys).sort_index()[mine.columns]
-    pd.testing.assert_frame_equal(again, mine, check_dtype=False, atol=1e-9)
+    # to the engine's batch invariance (1e-6): the rescoring batches the prompts differently, and a
+    # batch's shared opening, encoded once, moves numbers by float noise (measured 2e-8)
+    pd.testing.assert_frame_equal(again, mine, check_dtype=False, atol=1e-6)

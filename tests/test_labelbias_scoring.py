@@ -214,7 +214,7 @@ def test_paper_lora_targets_end_in_eos_under_the_fitted_evaluation_context(tiny_
     """The authors train on ``prompt + ' ' + label + EOS`` with the loss on label and EOS; ours
     (corrected) on `` label`` alone. Both train under the context the items are scored in."""
     from unsure.engine.lora import IGNORE, encode_examples
-    from unsure.labelbias.finetune import lora_examples
+    from unsure.labelbias.finetune import LoraProtocol, lora_examples
     from unsure.labelbias.scoring import prompt_fit
 
     engine = HFEngine(str(tiny_models["llama"]))
@@ -222,7 +222,8 @@ def test_paper_lora_targets_end_in_eos_under_the_fitted_evaluation_context(tiny_
     pool = POOL * 3
     fit = prompt_fit(engine, 40)  # small enough to drop demonstrations
     task = TaskPrompting(TASK.definition, LABELS, pool)
-    paper = lora_examples(task, k=2, s=0, n_train=4, paper=True, fit=fit, eos=engine.tokenizer.eos_token)
+    eos = engine.tokenizer.eos_token
+    paper = lora_examples(task, k=2, s=0, n_train=4, choices=LoraProtocol.of("paper"), fit=fit, eos=eos)
     ours = lora_examples(task, k=2, s=0, n_train=4)
     train = prompts.training_examples(pool, 2, 0, 4)
     for (context, target), (x, y) in zip(paper, train, strict=True):

@@ -189,11 +189,19 @@ def test_demo_config_gets_work_for_every_rule_that_runs_a_model() -> None:
     assert ("nextword_sample", "tiny-gpt2", (("mode", "t0.5"), ("model", "tiny-gpt2"))) in keys
     assert ("nextword_sample", "tiny-llama-chat", (("mode", "list"), ("model", "tiny-llama-chat"))) in keys
     lora = [w for w in work if w.rule == "labelbias_lora"]
-    assert [(w.model, w.match["lb_k"], w.match["lb_set"]) for w in lora] == [("tiny-llama", "2", "0")]
+    assert [(w.model, w.match["lb_k"], w.match["lb_set"]) for w in lora] == [
+        ("tiny-llama", "2", "0"),
+        ("tiny-llama", "2", "1"),
+    ]
+    flips = [w for w in work if w.rule == "labelbias_lora_differences"]
+    assert [(w.model, w.match) for w in flips] == [("tiny-llama", {"lb_model": "tiny-llama"})]
+    # two fine-tunings again (targets at set 0, examples at set 1), each of the lora job's size
+    assert flips[0].train_tokens == pytest.approx(lora[0].train_tokens + lora[1].train_tokens)
+    assert flips[0].tokens == pytest.approx(lora[0].tokens + lora[1].tokens)
     assert {w.rule for w in work} == {
         "riskscores_infer", "riskscores_importance", "riskscores_evidence", "nextword_sample", "nextword_biased",
         "nextword_tokens", "nextword_finetune", "nextword_finetune_sample", "labelbias_infer", "labelbias_lora",
-        "labelbias_differences",
+        "labelbias_differences", "labelbias_lora_differences",
         "decisionrisk_generative", "decisionrisk_encoder", "decisionrisk_similarity",
     }  # fmt: skip
     assert all(w.tokens > 0 and not w.api for w in work)

@@ -3,10 +3,9 @@
 import pandas as pd
 
 from unsure.config import Model
-from unsure.engine.lora import LoraSettings
 from unsure.engine.shards import shard_of
 from unsure.io import write_parquet
-from unsure.labelbias.finetune import finetune_and_score
+from unsure.labelbias.finetune import LoraProtocol, finetune_and_score, lora_settings
 from unsure.labelbias.prompts import pools
 from unsure.labelbias.scoring import task_prompting
 from unsure.logs import logged
@@ -18,9 +17,7 @@ with logged(snakemake.log[0]) as log:
     prompting = task_prompting(tasks, pools(pd.read_parquet(snakemake.input.instances)))
     names = pd.Series(sorted(prompting))
     mine = names[shard_of(names, p.parts) == int(wc.lb_part)]
-    settings = LoraSettings(
-        **{key: p.lora[key] for key in LoraSettings.__dataclass_fields__ if key in p.lora}, seed=p.seed
-    )
+    settings = lora_settings(p.lora, p.seed)
     log.info("fine-tuning %d of %d tasks (part %s of %d)", len(mine), len(names), wc.lb_part, p.parts)
     scores = finetune_and_score(
         entry,
@@ -32,7 +29,7 @@ with logged(snakemake.log[0]) as log:
         settings=settings,
         adapters=snakemake.output.adapters,
         chat=p.chat and entry.instruct,
-        paper=p.protocol == "paper",
+        choices=LoraProtocol.of(p.protocol),
         max_prompt_tokens=p.max_prompt_tokens,
     )
     write_parquet(snakemake.output.scores, scores)

@@ -1,6 +1,6 @@
 """Tables: the task selection, metrics per task, metrics averaged over tasks and sets (under the
 protocol's label scoring), and the reproduction ledger (both scorings; the prompt differences
-flipped one at a time by rule labelbias_differences)."""
+flipped one at a time by rule labelbias_differences, the LoRA ones by labelbias_lora_differences)."""
 
 from pathlib import Path
 
@@ -39,8 +39,14 @@ with logged(snakemake.log[0]):
             protocol=p.protocol,
             interchangeable=interchangeable,
             semantically_equivalent=sem_eq,
-            flipped=pd.concat([pd.read_parquet(f) for f in snakemake.input.flipped], ignore_index=True),
-            evidence=pd.concat([pd.read_parquet(f) for f in snakemake.input.evidence], ignore_index=True),
+            flipped=pd.concat(
+                [pd.read_parquet(f) for f in [*snakemake.input.flipped, *snakemake.input.lora_flipped]],
+                ignore_index=True,
+            ),
+            evidence=pd.concat(
+                [pd.read_parquet(f) for f in [*snakemake.input.evidence, *snakemake.input.lora_evidence]],
+                ignore_index=True,
+            ),
         ),
         out / "reproduction",
         caption="Each difference between the authors' code (paper) and ours (corrected), with its effect",

@@ -135,6 +135,20 @@ if CFG.data.sni.source == "generated":
         script:
             "../../scripts/data/sni_generate.py"
 
+    # The generated tasks' input templates, in the study's layout (studies.labelbias.input_templates),
+    # so that the demo's domain-context inputs take the multi-part inputs' markers as the real ones do.
+    rule sni_generate_input_templates:
+        output:
+            SNI_INPUT_TEMPLATES,
+        log:
+            f"{LOGS}/data/sni_generate_input_templates.log",
+        conda:
+            "../../envs/unsure.yaml"
+        params:
+            tasks=CFG.data.sni.generated_tasks,
+        script:
+            "../../scripts/data/sni_generate_input_templates.py"
+
 else:
 
     rule sni_fetch:
@@ -217,7 +231,6 @@ rule data_all:
         ACS_DICTIONARY,
         PROVO_NORMS,
         SNI_RAW,
-        []
-        if CFG.data.sni.source == "generated"
-        else [SNI_TASK_INFO, SNI_INPUT_TEMPLATES],
+        SNI_INPUT_TEMPLATES,
+        [] if CFG.data.sni.source == "generated" else SNI_TASK_INFO,
         expand(f"{MCQA_RAW}/{{benchmark}}", benchmark=CFG.data.mcqa.benchmarks),

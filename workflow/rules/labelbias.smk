@@ -3,7 +3,9 @@
 prepare (task filter, instance draws, items to score) -> infer (model x shard:
 every item under every k / demonstration-set context) [+ lora (model x k x set
 x part: fine-tune per task, score)] -> evaluate (per model: calibration, metrics)
--> tables, figures, and the per-instance file for the subgroups study."""
+-> differences (per model: each prompt difference of the protocols flipped alone; per
+fine-tuned model: each LoRA difference) -> tables, figures, and the per-instance file for
+the subgroups study."""
 
 from unsure.labelbias.lineup import figure_lineup, model_table
 
@@ -204,6 +206,35 @@ rule labelbias_differences:
         "../../scripts/labelbias/differences.py"
 
 
+# The two LoRA differences (targets, examples) flipped alone: each model that is fine-tuned is
+# fine-tuned again, at one (k, set) per difference, the first the config fine-tunes where the
+# difference changes the training examples (tables/reproduction).
+rule labelbias_lora_differences:
+    input:
+        **LB_PREPARED,
+        model=lambda wc: model_files(wc.lb_model),
+    output:
+        metrics=f"{LB}/scores/differences/lora/{{lb_model}}_metrics.parquet",
+        evidence=f"{LB}/scores/differences/lora/{{lb_model}}_evidence.parquet",
+    log:
+        f"{LB_LOGS}/differences/lora/{{lb_model}}.log",
+    conda:
+        "../../envs/unsure.yaml"
+    resources:
+        gpu=lambda wc: model_gpus(wc.lb_model),
+    params:
+        entry=lambda wc: CFG.models[wc.lb_model].model_dump(),
+        lora=LB_LORA.model_dump(),
+        runs=[[k, s] for k, s in LB_LORA_RUNS],
+        chat=LABELBIAS.chat_template,
+        seed=LABELBIAS.seed,
+        protocol=LABELBIAS.protocol,
+        max_prompt_tokens=LABELBIAS.max_prompt_tokens,
+        scoring=LB_SCORING,
+    script:
+        "../../scripts/labelbias/lora_differences.py"
+
+
 rule labelbias_tables:
     input:
         tasks=LB_PREPARED["tasks"],
@@ -213,6 +244,14 @@ rule labelbias_tables:
         ),
         evidence=expand(
             f"{LB}/scores/differences/{{model}}_evidence.parquet", model=LB_MODELS
+        ),
+        lora_flipped=expand(
+            f"{LB}/scores/differences/lora/{{model}}_metrics.parquet",
+            model=LB_LORA_MODELS,
+        ),
+        lora_evidence=expand(
+            f"{LB}/scores/differences/lora/{{model}}_evidence.parquet",
+            model=LB_LORA_MODELS,
         ),
     output:
         report_outputs("labelbias", "tables", LB_TABLES),

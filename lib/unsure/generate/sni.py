@@ -34,6 +34,8 @@ the words of the input (keyword classes of the generator's lexicon).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -125,6 +127,9 @@ class TaskFamily:
     input_language: str = "English"
     output_language: str = "English"
     classification: bool = True
+    input_template: str = "{INPUT}"
+    """The input's parts around its fixed text, one ``{INPUT}`` per part, as the label-bias study's
+    ``classification_task_input_templates.csv`` writes them (the matching real task's, where there is one)."""
 
 
 def _mention_template(
@@ -461,6 +466,7 @@ CATALOGUE: tuple[TaskFamily, ...] = (
         make=_copa_make,
         rule=_copa_rule,
         explain=_copa_explain,
+        input_template="{INPUT} (A) {INPUT} (B) {INPUT}, Question: {INPUT}",  # task1393 (COPA)'s
     ),
     TaskFamily(
         slug="object_part_classification",
@@ -479,6 +485,7 @@ CATALOGUE: tuple[TaskFamily, ...] = (
         make=_part_make,
         rule=_part_rule,
         explain=_part_explain,
+        input_template="{INPUT} has {INPUT}",  # task1584 (meronyms)'s
     ),
     TaskFamily(
         slug="scene_topic_classification",
@@ -534,6 +541,7 @@ CATALOGUE: tuple[TaskFamily, ...] = (
         make=_blank_make,
         rule=_blank_rule,
         explain=_blank_explain,
+        input_template="Fill in the blank: {INPUT}\nA) {INPUT}\nB) {INPUT}\nC) {INPUT}",
     ),
     _mention_template(
         "animal_mention_classification", _words_of("animal"), "an animal", ("True", "False"), 0.2, 0.05, "farm"
@@ -746,3 +754,27 @@ def write_tasks(
     write_text(splits / "train_tasks.txt", "".join(f"{n}\n" for n in train))
     write_text(splits / "excluded_tasks.txt", "")
     return names
+
+
+INPUT_TEMPLATES_HEADER = ("task", "template")
+"""Columns of the label-bias study's ``classification_task_input_templates.csv``."""
+
+
+def input_templates(n_tasks: int) -> list[tuple[str, str]]:
+    """(task name, input template) of every classification task :func:`write_tasks` writes for
+    ``n_tasks`` (the tasks the study's filter keeps; the rejected ones are not in the study's file)."""
+    return [(name, tpl.input_template) for name, tpl, _ in task_plan(n_tasks) if tpl in CATALOGUE]
+
+
+def write_input_templates(path: str | os.PathLike[str], *, n_tasks: int = 6) -> list[str]:
+    """Write the generated tasks' input templates in the layout of the study's CSV (header
+    ``task,template``, fields quoted only where needed, newlines inside a template kept), so that
+    domain-context inputs under ``protocol: paper`` follow the multi-part inputs' markers as they
+    do on the real tasks. Returns the task names written."""
+    rows = input_templates(n_tasks)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(INPUT_TEMPLATES_HEADER)
+    writer.writerows(rows)
+    write_text(path, buf.getvalue())
+    return [name for name, _ in rows]

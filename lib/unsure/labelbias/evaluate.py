@@ -100,13 +100,28 @@ def method_probabilities(
             q = p if p_hat is None else calibration.calibrate(p, p_hat)
             parts.append(_with_predictions(base.assign(method=method), q, labels[task]))
     if lora is not None and len(lora):
-        meta = instances[["task", "row_id", "kind", "gold"]].drop_duplicates("row_id")
-        tuned = lora.merge(meta, on=["task", "row_id"], how="inner", validate="many_to_one")
-        for key, part in tuned.groupby(GROUP, sort=True):
-            base = part[["task", "row_id", "kind", "gold", "k", "set"]].assign(method="lora")
-            parts.append(_with_predictions(base, _stack(part["probs"]), labels[str(key[0])]))
+        parts.extend(_lora_parts(lora, instances, labels))
     out = pd.concat(parts, ignore_index=True)
     return out.sort_values(["task", "k", "set", "method", "kind", "row_id"], kind="stable", ignore_index=True)
+
+
+def lora_probabilities(lora: pd.DataFrame, items: pd.DataFrame, labels: dict[str, Sequence[str]]) -> pd.DataFrame:
+    """The ``lora`` method's rows of :func:`method_probabilities` alone, from fine-tuned models' scores
+    (``task, row_id, k, set, probs``) and the items they score (``task, row_id, kind, gold``): what a
+    second fine-tuning run (a LoRA difference flipped) needs, with no in-context scores at hand."""
+    instances = items[items["kind"].isin(["eval", "heldout"])]
+    out = pd.concat(_lora_parts(lora, instances, labels), ignore_index=True)
+    return out.sort_values(["task", "k", "set", "method", "kind", "row_id"], kind="stable", ignore_index=True)
+
+
+def _lora_parts(lora: pd.DataFrame, instances: pd.DataFrame, labels: dict[str, Sequence[str]]) -> list[pd.DataFrame]:
+    meta = instances[["task", "row_id", "kind", "gold"]].drop_duplicates("row_id")
+    tuned = lora.merge(meta, on=["task", "row_id"], how="inner", validate="many_to_one")
+    parts = []
+    for key, part in tuned.groupby(GROUP, sort=True):
+        base = part[["task", "row_id", "kind", "gold", "k", "set"]].assign(method="lora")
+        parts.append(_with_predictions(base, _stack(part["probs"]), labels[str(key[0])]))
+    return parts
 
 
 def _with_predictions(base: pd.DataFrame, q: np.ndarray, labels: Sequence[str]) -> pd.DataFrame:

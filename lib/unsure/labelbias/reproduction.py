@@ -9,7 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from unsure.labelbias.evaluate import METRICS, method_probabilities, summarize, task_metrics, under_scoring
+from unsure.labelbias.evaluate import (
+    METRICS,
+    lora_probabilities,
+    method_probabilities,
+    summarize,
+    task_metrics,
+    under_scoring,
+)
 from unsure.labelbias.prompts import PromptFit, item_context, variants
 from unsure.labelbias.scoring import SCORINGS, TaskPrompting
 
@@ -45,12 +52,15 @@ DIFFERENCES = {
     ),
     "lora_targets": (
         "LoRA targets: the authors train on prompt + ' label' + EOS (loss on the label and EOS); ours on "
-        "' label' alone. Chosen by protocol (changes the fine-tuned model)."
+        "' label' alone. Chosen by protocol (changes the fine-tuned model); measured by fine-tuning again "
+        "with it flipped at one (k, set), the first the run fine-tunes."
     ),
     "lora_examples": (
         "LoRA examples: the authors take n_train consecutive pool items from n_train*s (k = 0), k*(s+1) "
         "(k >= n_train) or k + n_train*s, wrapping round the pool; ours the first n_train pool items that are "
-        "not the context's demonstrations. Chosen by protocol (changes the fine-tuned model)."
+        "not the context's demonstrations (the two coincide for demonstration set 0 of every k). Chosen by "
+        "protocol (changes the fine-tuned model); measured by fine-tuning again with it flipped at one "
+        "(k, set), the first the run fine-tunes where the two differ."
     ),
 }
 PROMPT_DIFFERENCES = {
@@ -81,9 +91,11 @@ def reproduction_table(
     :func:`flipped_metrics`, with ``model``) and ``evidence`` (:func:`flip_evidence` per
     ``model``) are given: one row per model, k, method they move and metric, under the run's
     headline label scoring, with the prompts changed (and for the limit, the longest prompt in
-    tokens) in the note. The others (LoRA targets and examples, and the prompt differences when no
-    flip was measured) have one row saying which variant this run scored. The paper prints
-    figures, not table cells, so there is no printed value to set beside ours.
+    tokens) in the note. The LoRA differences come the same way (:func:`lora_flip_metrics`,
+    :func:`lora_flip_evidence`) from a second fine-tuning run at one (k, set) (the evidence's
+    ``k`` and ``set``): their rows compare the ``lora`` numbers of that (k, set) alone. A
+    difference no flip measured has one row saying which variant this run scored. The paper
+    prints figures, not table cells, so there is no printed value to set beside ours.
     """
     keys = ["model", "k", "method"]
     summaries = {
@@ -149,8 +161,13 @@ def _flip_rows(
     name, model = str(getattr(ev, "difference")), str(getattr(ev, "model"))  # noqa: B009
     changed, compared = int(getattr(ev, "changed")), int(getattr(ev, "compared"))  # noqa: B009
     kinds = str(getattr(ev, "changed_kinds"))  # noqa: B009
-    note = f"{DIFFERENCES[name]} Measured on {model}: {changed} of {compared} scored prompts differ"
-    note += f" ({kinds})" if kinds else ""
+    at_k, at_set = int(getattr(ev, "k", -1)), int(getattr(ev, "set", -1))
+    if name in LORA_DIFFERENCES:
+        where = f" at k = {at_k}, demonstration set {at_set} only" if at_k >= 0 else ""
+        note = f"{DIFFERENCES[name]} Measured on {model}{where}: {changed} of {compared} training examples differ"
+    else:
+        note = f"{DIFFERENCES[name]} Measured on {model}: {changed} of {compared} scored prompts differ"
+        note += f" ({kinds})" if kinds else ""
     unmeasured = str(getattr(ev, "unmeasured"))  # noqa: B009
     if unmeasured:
         return [_note_row(name, model, f"{DIFFERENCES[name]} Not measured on {model}: {unmeasured}.")]
@@ -180,6 +197,8 @@ def _flip_rows(
         return out
     keys = ["task", "k", "set", "method"]
     mine = base[(base["model"] == model) & base["method"].isin(methods)]
+    if at_k >= 0:  # measured at one (k, set): the other contexts' numbers are not compared
+        mine = mine[(mine["k"] == at_k) & (mine["set"] == at_set)]
     other = flipped[(flipped["model"] == model) & (flipped["difference"] == name) & (flipped["scoring"] == scoring)]
     swapped = mine.set_index(keys)
     swapped.update(other.set_index(keys)[list(METRICS)])
@@ -409,5 +428,66 @@ def flip_evidence(flips: Sequence[Flip]) -> pd.DataFrame:
             "longest_paper": [f.longest[0] if f.longest else -1 for f in flips],
             "longest_corrected": [f.longest[1] if f.longest else -1 for f in flips],
             "unmeasured": [f.unmeasured for f in flips],
+            "k": pd.Series([-1] * len(flips), dtype=np.int64),  # every context
+            "set": pd.Series([-1] * len(flips), dtype=np.int64),
+        }
+    )
+
+
+# --- LoRA differences, measured by fine-tuning again with one flipped --------------------------
+
+LORA_DIFFERENCES = ("lora_targets", "lora_examples")
+"""The ledger's differences that change only the fine-tuned model (method ``lora``)."""
+
+
+@dataclass(frozen=True)
+class LoraFlip:
+    """One LoRA difference flipped alone on one model: the (k, set) it is fine-tuned again at and
+    how many of that run's training examples (over every task) it changes
+    (:func:`unsure.labelbias.finetune.lora_flip_plan`)."""
+
+    difference: str
+    k: int
+    set: int
+    compared: int
+    changed: int
+    unmeasured: str = ""
+    """Why no second fine-tuning run was made (empty when one was)."""
+
+
+def lora_flip_metrics(
+    scores: pd.DataFrame,
+    items: pd.DataFrame,
+    labels: Mapping[str, Sequence[str]],
+    scorings: Sequence[str] = SCORINGS,
+) -> pd.DataFrame:
+    """Per-task ``lora`` metrics of each flipped fine-tuning run (``scores``: ``difference, task,
+    row_id, k, set, probs, probs_paper``), in :func:`flipped_metrics`' columns, under each label
+    scoring of ``scorings``."""
+    columns = ["difference", "scoring", "task", "k", "set", "method", "n_eval", "n_heldout", *METRICS]
+    parts = []
+    for difference, part in scores.groupby("difference", sort=False):
+        for scoring in scorings:
+            probs = lora_probabilities(under_scoring(part.drop(columns="difference"), scoring), items, dict(labels))
+            per_task = task_metrics(probs, dict(labels))
+            parts.append(per_task.assign(difference=difference, scoring=scoring))
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
+def lora_flip_evidence(flips: Sequence[LoraFlip]) -> pd.DataFrame:
+    """:func:`flip_evidence`'s columns for the LoRA flips: training examples compared and changed
+    (kind ``train``), method ``lora``, and the (k, set) each was measured at."""
+    return pd.DataFrame(
+        {
+            "difference": [f.difference for f in flips],
+            "compared": [f.compared for f in flips],
+            "changed": [f.changed for f in flips],
+            "changed_kinds": ["train" if f.changed else "" for f in flips],
+            "methods": ["lora" for _ in flips],
+            "longest_paper": [-1 for _ in flips],
+            "longest_corrected": [-1 for _ in flips],
+            "unmeasured": [f.unmeasured for f in flips],
+            "k": pd.Series([f.k for f in flips], dtype=np.int64),
+            "set": pd.Series([f.set for f in flips], dtype=np.int64),
         }
     )
