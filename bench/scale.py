@@ -1,6 +1,6 @@
 """What the paper-scale run costs: jobs, forward tokens, GPU-hours and wall time, computed.
 
-    .venv/bin/python bench/scale.py [--configfile config/config.yaml] [--gpus 8] [--mfu 0.57] [--peak-tflops 989]
+    .venv/bin/python bench/scale.py [--configfile config/config.yaml] [--gpus 8] [--mfu 0.5] [--peak-tflops 989]
 
 So that a cluster request can be sized before the first job is sent. Each
 input comes from where it is true:
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -63,9 +64,9 @@ risk-score prompts: on the demo's generated sentences they give only ~1.0-1.2 to
 CHAT_TOKENS = 32
 """Tokens a chat template adds around a user turn (Llama-3's header with a system prompt is about this; Gemma,
 Mistral and ChatML add fewer)."""
-MFU = 0.57
-"""Model FLOP utilisation: ``bench/engine.py``'s measured figure for multiple-choice risk scores on the project's
-CPU machine (continuations measured 0.64); no GPU figure has been taken yet."""
+MFU = 0.5
+"""Model FLOP utilisation: ``bench/engine.py`` measured 0.49 for multiple-choice risk scores and 0.54 for
+continuations (43.7M-parameter model, the project's 2-core CPU machine); no GPU figure has been taken yet."""
 PEAK_TFLOPS = 989.0
 """H100 SXM, dense bf16."""
 LOAD_GB_PER_S = 2.0
@@ -225,6 +226,8 @@ class Lengths:
     """Per task: a multiple-choice prompt without few-shot examples (importance, evidence)."""
     risk_evidence: dict[str, float]
     """Per task: the mean over increasing-evidence steps of the prompt with that step's features."""
+    risk_order_tail: dict[str, float]
+    """Per task: the tokens after the part both option orders share (the engine runs the shared part once)."""
     provo_context: float
     provo_sample: float
     """Tokens one word sample runs: the word (with its space) and the token after it that ends it."""
@@ -293,7 +296,7 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
     if not zips:
         raise EstimateError(f"{raw}: no ACS person zip (csv_p<state>.zip)")
     persons = read_person_zip(zips[0], person_columns(study.custom_tasks.values(), [study.subgroup_column]))
-    out: dict[str, dict[str, float]] = {"mc": {}, "numeric": {}, "plain": {}, "evidence": {}}
+    out: dict[str, dict[str, float]] = {"mc": {}, "numeric": {}, "plain": {}, "evidence": {}, "tail": {}}
     for name in study.tasks:
         spec = study.custom_tasks.get(name)
         task = task_from_spec(name, spec.model_dump() if spec else None, dictionary)
@@ -309,6 +312,10 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
         for key, (kind, examples) in kinds.items():
             prompts = [build_prompt(task, t, kind, 0, year=acs.year, shots=examples) for t in texts]
             out[key][name] = float(count(prompts).mean())
+        other = [build_prompt(task, t, "multiple_choice", 1, year=acs.year, shots=shots) for t in texts]
+        mine = [build_prompt(task, t, "multiple_choice", 0, year=acs.year, shots=shots) for t in texts]
+        tails = [b[len(os.path.commonprefix([a, b])) :] for a, b in zip(mine, other, strict=True)]  # noqa: RUF071
+        out["tail"][name] = float(count(tails, special=False).mean())
         few = rows.head(max(1, len(rows) // 4))  # a prompt per step and row: a quarter of the rows is plenty
         steps = [frame_text(few, features, dictionary) for features in evidence_steps(task.features)]
         out["evidence"][name] = float(
@@ -412,6 +419,7 @@ def measure(
         risk_numeric=risk.get("numeric", {}),
         risk_plain=risk.get("plain", {}),
         risk_evidence=risk.get("evidence", {}),
+        risk_order_tail=risk.get("tail", {}),
         provo_context=provo.get("context", 0.0),
         provo_sample=provo.get("sample", 0.0),
         provo_single=provo.get("single", 0.0),
@@ -463,14 +471,16 @@ def _riskscores(cfg: Config, L: Lengths) -> list[Work]:
 
     study, out = cfg.studies.riskscores, []
     orders = 2 if study.both_orders else 1
+    # the second option order runs only its tail: the engine packs a row's orders on their shared features
+    again = 1 if study.both_orders else 0
     for m in study.models:
         entry = cfg.models[m]
         api, chat = entry.backend == "openai", CHAT_TOKENS if entry.instruct else 0
         for t in study.tasks:
             rows = min(study.n_eval, ACS_POPULATION.get(t, study.n_eval)) + study.threshold_rows
             for p in study.prompting:
-                if p == "multiple_choice":  # one forward pass per prompt and order, one position read
-                    tokens, requests = rows * orders * (L.risk_mc[t] + chat), rows * orders
+                if p == "multiple_choice":  # one packed sequence per row and its orders, one position per order
+                    tokens, requests = rows * (L.risk_mc[t] + chat + again * L.risk_order_tail[t]), rows * orders
                 else:  # the prompt once, then the first digit through the KV cache
                     tokens = rows * (L.risk_numeric[t] + chat + 1)
                     requests = rows * (1 if entry.instruct else 2)  # chat APIs: one free-form reply
@@ -480,13 +490,13 @@ def _riskscores(cfg: Config, L: Lengths) -> list[Work]:
             if m in study.analysis_models("importance") and t in study.analysis_tasks("importance"):
                 scorings = n * (1 + len(task_features(cfg, t))) * orders  # unpermuted, then each feature permuted
                 match = {"rs_model": m, "rs_task": t}
-                tokens = scorings * (L.risk_plain[t] + chat)
+                tokens = scorings / orders * (L.risk_plain[t] + chat + again * L.risk_order_tail[t])
                 out.append(_work("riskscores", "riskscores_importance", m, match, api, tokens, scorings, 1))
             n = min(study.evidence.rows, study.n_eval)
             if m in study.analysis_models("evidence") and t in study.analysis_tasks("evidence"):
                 scorings = n * len(evidence_steps(task_features(cfg, t))) * orders
                 match = {"rs_model": m, "rs_task": t}
-                tokens = scorings * (L.risk_evidence[t] + chat)
+                tokens = scorings / orders * (L.risk_evidence[t] + chat + again * L.risk_order_tail[t])
                 out.append(_work("riskscores", "riskscores_evidence", m, match, api, tokens, scorings, 1))
     return out
 

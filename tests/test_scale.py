@@ -50,6 +50,7 @@ def lengths(cfg: Config, value: float = 10.0, **risk: float) -> scale.Lengths:
         risk_numeric={t: risk.get("numeric", value) for t in tasks},
         risk_plain={t: risk.get("plain", value) for t in tasks},
         risk_evidence={t: risk.get("evidence", value) for t in tasks},
+        risk_order_tail={t: risk.get("tail", value) for t in tasks},
         provo_context=value,
         provo_sample=value,
         provo_single=value,
@@ -111,13 +112,14 @@ def test_dry_run_listing_is_read_job_by_job_and_checked_against_its_stats() -> N
 
 def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     cfg = parse_config(HAND)
-    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50))
+    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50, tail=12))
     by = {(w.rule, w.model, w.match.get("rs_prompting")): w for w in work}
     rows = 1000 + 10  # evaluation rows and the threshold rows
     mc = by[("riskscores_infer", "m7", "multiple_choice")]
-    assert mc.tokens == rows * 2 * 100 and mc.loads == 2 and not mc.api  # both option orders, one load per shard
+    # both option orders in one packed sequence: the prompt, then the second order's 12-token tail; a load per shard
+    assert mc.tokens == rows * (100 + 12) and mc.loads == 2 and not mc.api
     assert by[("riskscores_infer", "m7", "numeric")].tokens == rows * (90 + 1)  # the prompt once, one cached digit
-    assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * 2 * 80  # ACSIncome has 10 features
+    assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * (80 + 12)  # ACSIncome: 10 features
     assert by[("riskscores_infer", "chat-api", "multiple_choice")].requests == rows * 2
     assert by[("riskscores_infer", "chat-api", "numeric")].requests == rows  # one free-form chat reply
     assert by[("riskscores_infer", "chat-api", "numeric")].tokens == 0
@@ -127,7 +129,7 @@ def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     cost = {(c.work.rule, c.work.model, c.work.match.get("rs_prompting")): c for c in
             scale.costs(cfg, work, jobs, mfu=0.5, peak_tflops=100, load_gb_per_s=1)}  # fmt: skip
     c = cost[("riskscores_infer", "m7", "multiple_choice")]
-    seconds = 2 * 7.24e9 * 202_000 / (0.5 * 100e12) + 2 * (2 * 7.24e9 / 1e9)  # compute + two loads of 14.48 GB
+    seconds = 2 * 7.24e9 * 113_120 / (0.5 * 100e12) + 2 * (2 * 7.24e9 / 1e9)  # compute + two loads of 14.48 GB
     assert (c.jobs, c.gpus) == (2, 1)
     assert c.job_hours == pytest.approx(seconds / 2 / 3600)
     assert c.gpu_hours == pytest.approx(seconds / 3600)
