@@ -137,15 +137,19 @@ def test_the_ledger_compares_the_lora_numbers_of_the_flipped_run_at_its_k_and_se
     for metric in METRICS:
         flipped[metric] = rng.uniform(0.1, 0.9, len(flipped))
     models = pd.DataFrame({"model": ["m"], "family": ["f"], "size": ["1"], "variant": ["base"]})
-    ledger = reproduction_table(
-        per_task,
-        models,
-        protocol=protocol,
-        interchangeable=set(),
-        semantically_equivalent=set(),
-        flipped=flipped.assign(model="m"),
-        evidence=lora_flip_evidence(flips).assign(model="m"),
-    )
+
+    def ledger_of(flipped: pd.DataFrame, flips: list[LoraFlip]) -> pd.DataFrame:
+        return reproduction_table(
+            per_task,
+            models,
+            protocol=protocol,
+            interchangeable=set(),
+            semantically_equivalent=set(),
+            flipped=flipped.assign(model="m"),
+            evidence=lora_flip_evidence(flips).assign(model="m"),
+        )
+
+    ledger = ledger_of(flipped, flips)
     run_col, other_col = ("paper", "corrected") if protocol == "paper" else ("corrected", "paper")
     run = per_task[(per_task["scoring"] == scoring) & (per_task["method"] == "lora")]
     for flip in flips:
@@ -163,15 +167,7 @@ def test_the_ledger_compares_the_lora_numbers_of_the_flipped_run_at_its_k_and_se
     assert set(named_only) == {"dc_inputs", "empty_input", "prompt_limit"}  # no prompt flip given here
     # a difference that changed nothing gets one row saying why
     unchanged = [flips[0], LoraFlip("lora_examples", 2, 0, 32, 0, unmeasured="both variants fine-tune on the same")]
-    ledger = reproduction_table(
-        per_task,
-        models,
-        protocol=protocol,
-        interchangeable=set(),
-        semantically_equivalent=set(),
-        flipped=flipped[flipped["difference"] == "lora_targets"].assign(model="m"),
-        evidence=lora_flip_evidence(unchanged).assign(model="m"),
-    )
+    ledger = ledger_of(flipped[flipped["difference"] == "lora_targets"], unchanged)
     row = ledger[ledger["difference"] == "lora_examples"]
     assert len(row) == 1 and "Not measured on m: both variants fine-tune on the same." in row["note"].iloc[0]
 

@@ -519,10 +519,7 @@ class HFEngine:
         chosen = []
         with torch.inference_mode():
             if head:  # the opening every prompt shares, encoded once; the padding sits after it, masked
-                cache = self.model.base_model(
-                    input_ids=torch.tensor([contexts[0][:head]], device=self.device), use_cache=True
-                ).past_key_values
-                cache.batch_repeat_interleave(len(contexts))
+                cache = self._head_cache(contexts[0][:head], len(contexts))
                 mask = torch.cat([torch.ones((len(contexts), head), dtype=mask.dtype, device=mask.device), mask], dim=1)
             for _ in range(steps):
                 out = self.model.base_model(
@@ -629,9 +626,8 @@ class HFEngine:
                 probs, rows, torch.rand(len(rows), generator=gen, dtype=torch.float64, device=self.device)
             )
             pairs, n_pair = torch.unique(torch.stack([rows, drawn], dim=1), dim=0, return_counts=True)
-            draws = [(row, t, k) for (row, t), k in zip(pairs.tolist(), n_pair.tolist(), strict=True)]
             parents, tokens, kept = [], [], []
-            for row, token, k in draws:
+            for (row, token), k in zip(pairs.tolist(), n_pair.tolist(), strict=True):
                 seq = [*prefixes[row], token]
                 # Only the end of the text settles a word at its end; running out of new
                 # tokens does not (the word may go on), so such samples are rejected.
@@ -736,8 +732,7 @@ class HFEngine:
         with torch.inference_mode():
             cache = None
             if head:  # the tokens every row starts with, encoded once; each row attends to their cache
-                cache = self.model.base_model(input_ids=ids[:1, :head].to(self.device), use_cache=True).past_key_values
-                cache.batch_repeat_interleave(len(batch))
+                cache = self._head_cache(ids[0, :head].tolist(), len(batch))
                 ids, positions, segments, mask = (
                     ids[:, head:],
                     positions[:, head:],
@@ -815,6 +810,14 @@ class HFEngine:
             ids = torch.tensor(batch[b].read_ids, device=logprobs.device)
             out.append(logprobs[j, ids].double().cpu().numpy())
         return out
+
+    def _head_cache(self, head: list[int], rows: int) -> Any:
+        """The KV cache of ``head``, the opening a batch's rows share, run once and repeated for ``rows`` rows."""
+        cache = self.model.base_model(
+            input_ids=torch.tensor([head], device=self.device), use_cache=True
+        ).past_key_values
+        cache.batch_repeat_interleave(rows)
+        return cache
 
     def _count(self, tokens: int, start: float, *, passes: int = 1, logits: int = 0) -> None:
         self.counters.tokens += tokens
