@@ -134,3 +134,23 @@ def test_sampling_is_reproducible_and_leaves_the_cache_intact(tiny_models: dict[
     c = engine.sample_words([WordSamplingRequest("The old baker was", n=300, seed=12)])[0]
     assert c.words != a.words
     assert len(a.words) + a.rejected == 300
+
+
+def test_requests_sampled_together_draw_the_words_each_draws_alone(tiny_models: dict[str, Path]) -> None:
+    """Several requests decode as one batch (contexts of different lengths, left-padded;
+    their own warpers, token limits and generators), and each draws what it draws alone."""
+    engine = HFEngine(str(tiny_models["llama"]))
+    requests = [
+        WordSamplingRequest("The", n=300, seed=1, max_new_tokens=8),
+        WordSamplingRequest("Once upon a time the old baker was", n=120, seed=2, temperature=0.7, max_new_tokens=3),
+        WordSamplingRequest("In the morning she", n=90, seed=3, top_p=0.9, top_k=40, max_new_tokens=6),
+    ]
+    alone, passes_alone = [], 0
+    for req in requests:
+        before = engine.counters.forward_passes
+        alone.append(engine.sample_words([req])[0])
+        passes_alone += engine.counters.forward_passes - before
+    before = engine.counters.forward_passes
+    together = engine.sample_words(requests)
+    assert together == alone
+    assert engine.counters.forward_passes - before < passes_alone / 2

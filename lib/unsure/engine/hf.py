@@ -23,7 +23,6 @@ How it is fast without changing any number:
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import logging
 import os
@@ -96,8 +95,40 @@ GPU_TOKEN_BUDGET = 16_384
 """Padded tokens per forward pass on a GPU, where larger batches fill the device."""
 
 SAMPLE_CHUNK = 256
-"""Samples drawn together from one copy of a context's cache. Fixed, so the
-words drawn for a seed do not depend on memory settings."""
+"""Samples of one request drawn with one generator. Fixed, so the words drawn
+for a seed do not depend on memory settings."""
+
+
+@dataclass
+class _SampleGroup:
+    """A chunk of one request's samples: its own generator, its own rows of a decoding batch."""
+
+    request_index: int
+    request: WordSamplingRequest
+    context: list[int]
+    size: int
+    seed: int
+
+
+def _warpers(req: WordSamplingRequest) -> LogitsProcessorList:
+    """The request's temperature, top-k and top-p, as transformers applies them."""
+    warpers = LogitsProcessorList()
+    if req.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(req.temperature))
+    if req.top_k:
+        warpers.append(TopKLogitsWarper(req.top_k))
+    if req.top_p is not None and req.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(req.top_p))
+    return warpers
+
+
+def _runs(owner: list[int]) -> Iterator[tuple[int, slice]]:
+    """(group, its rows) for each run of equal owners (a decoding batch keeps groups contiguous)."""
+    start = 0
+    for end in range(1, len(owner) + 1):
+        if end == len(owner) or owner[end] != owner[start]:
+            yield owner[start], slice(start, end)
+            start = end
 
 
 @dataclass
@@ -434,10 +465,6 @@ class HFEngine:
         probability; NaN where the reply states none."""
         return probabilities_from_replies(self.generate(prompts, max_new_tokens=max_new_tokens), self.model_id)
 
-    def sample_words(self, requests: Sequence[WordSamplingRequest]) -> list[WordSamples]:
-        """First complete words of ancestral samples; the context's cache is reused."""
-        return [self._sample_one(req) for req in requests]
-
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
         """Greedy free-form replies (chat variants of the numeric question).
 
@@ -570,91 +597,118 @@ class HFEngine:
 
     # ------------------------------------------------------------------ sampling
 
-    def _sample_one(self, req: WordSamplingRequest) -> WordSamples:
-        if req.n < 1:
-            raise ValueError(f"word sampling needs n >= 1, got {req.n}")
-        warpers = LogitsProcessorList()
-        if req.temperature != 1.0:
-            warpers.append(TemperatureLogitsWarper(req.temperature))
-        if req.top_k:
-            warpers.append(TopKLogitsWarper(req.top_k))
-        if req.top_p is not None and req.top_p < 1.0:
-            warpers.append(TopPLogitsWarper(req.top_p))
-        ctx = torch.tensor([self.encode(req.context)], device=self.device)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            out = self.model(ctx, use_cache=True, logits_to_keep=1)
-        self._count(ctx.numel(), start, logits=1)
-        words: list[str] = []
-        rejected = 0
-        for chunk, offset in enumerate(range(0, req.n, SAMPLE_CHUNK)):
-            size = min(SAMPLE_CHUNK, req.n - offset)
-            seed = int.from_bytes(hashlib.sha256(f"{req.seed}:{chunk}".encode()).digest()[:8], "little")
-            gen = torch.Generator(device=self.device).manual_seed(seed)
-            got, bad = self._sample_chunk(out, ctx, size, warpers, gen, req.max_new_tokens)
-            words += got
-            rejected += bad
-        return WordSamples(words=words, rejected=rejected)
+    def sample_words(self, requests: Sequence[WordSamplingRequest]) -> list[WordSamples]:
+        """First complete words of ancestral samples.
 
-    def _sample_chunk(
-        self,
-        ctx_out: Any,
-        ctx: torch.Tensor,
-        size: int,
-        warpers: LogitsProcessorList,
-        gen: torch.Generator,
-        max_new_tokens: int,
-    ) -> tuple[list[str], int]:
-        """``size`` ancestral samples drawn as a tree: samples that drew the same tokens so far
-        share one row of the forward pass, and a row holding ``c`` samples draws ``c``
-        next tokens from its distribution (inverse CDF). The words are exactly those of
-        ``size`` independent samples; only their order is drawn at the end."""
-        cache = copy.deepcopy(ctx_out.past_key_values)  # never mutate the shared context cache
-        logits = ctx_out.logits[:, -1, :].float()
-        prefixes: list[list[int]] = [[]]
-        counts = [size]
-        words: list[str] = []
-        rejected = 0
+        A request's samples are drawn in chunks of :data:`SAMPLE_CHUNK`, each with its
+        own generator (seeded from the request's seed), as a tree over the context's
+        KV cache (:meth:`_sample_groups`). Chunks of several requests decode together,
+        in token-budget batches of sample rows: the words drawn for a seed are those
+        it draws alone, up to float noise in the logits of a differently shaped batch.
+        """
+        groups: list[_SampleGroup] = []
+        for i, req in enumerate(requests):
+            if req.n < 1:
+                raise ValueError(f"word sampling needs n >= 1, got {req.n}")
+            context = self.encode(req.context)
+            for chunk, offset in enumerate(range(0, req.n, SAMPLE_CHUNK)):
+                seed = int.from_bytes(hashlib.sha256(f"{req.seed}:{chunk}".encode()).digest()[:8], "little")
+                groups.append(_SampleGroup(i, req, context, min(SAMPLE_CHUNK, req.n - offset), seed))
+        drawn = self._in_batches(groups, [g.size for g in groups], self._sample_groups)
+        words: list[list[str]] = [[] for _ in requests]
+        rejected = [0] * len(requests)
+        for group, (got, bad) in zip(groups, drawn, strict=True):
+            words[group.request_index] += got
+            rejected[group.request_index] += bad
+        return [WordSamples(words=w, rejected=r) for w, r in zip(words, rejected, strict=True)]
+
+    @torch.inference_mode()
+    def _sample_groups(self, groups: list[_SampleGroup]) -> list[tuple[list[str], int]]:
+        """Each group's words and rejections, drawn as trees decoded in one batch.
+
+        Samples of a group that drew the same tokens so far share one row of the
+        forward pass, and a row holding ``c`` samples draws ``c`` next tokens from
+        its distribution (inverse CDF), with the group's generator. The words are
+        exactly those of independent samples; only their order is drawn at the end.
+        The contexts run once, left-padded; rows stay in group order.
+        """
+        start = time.perf_counter()
+        requests = list(dict.fromkeys(g.request_index for g in groups))
+        contexts = [next(g.context for g in groups if g.request_index == r) for r in requests]
+        ids, mask = self._left_padded(contexts)
+        padded = bool((mask == 0).any())
+        out = self.model.base_model(
+            input_ids=ids,
+            attention_mask=mask if padded else None,
+            position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0),
+            use_cache=True,
+        )
+        last = self._logits(out.last_hidden_state[:, -1])
+        self._count(sum(map(len, contexts)), start, logits=len(contexts))
+        first = torch.tensor([requests.index(g.request_index) for g in groups], device=self.device)
+        cache = out.past_key_values
+        cache.batch_select_indices(first)
+        logits, mask = last[first], mask[first]
+        warpers = [_warpers(g.request) for g in groups]
+        gens = [torch.Generator(device=self.device).manual_seed(g.seed) for g in groups]
+        words: list[list[str]] = [[] for _ in groups]
+        rejected = [0] * len(groups)
+        prefixes: list[list[int]] = [[] for _ in groups]
+        owner, counts = list(range(len(groups))), [g.size for g in groups]
         eos = self.tokenizer.eos_token_id
-        for step in range(max_new_tokens):
-            history = torch.cat(
-                [ctx.expand(len(prefixes), -1), torch.tensor(prefixes, dtype=torch.long, device=self.device)], dim=1
+        for step in range(max(g.request.max_new_tokens for g in groups)):
+            for g, rows in _runs(owner):
+                if warpers[g]:
+                    history = torch.tensor([groups[g].context + p for p in prefixes[rows]], device=self.device)
+                    logits[rows] = warpers[g](history, logits[rows])
+            probs = logits.sub_(logits.amax(dim=-1, keepdim=True)).exp_()  # unnormalised: the CDF scales
+            rows_of_draws = torch.repeat_interleave(torch.tensor(counts, device=self.device))
+            uniform = torch.cat(
+                [
+                    torch.rand(sum(counts[rows]), generator=gens[g], dtype=torch.float64, device=self.device)
+                    for g, rows in _runs(owner)
+                ]
             )
-            probs = torch.softmax(warpers(history, logits), dim=-1)
-            rows = torch.repeat_interleave(torch.tensor(counts, device=self.device))
-            drawn = _inverse_cdf(
-                probs, rows, torch.rand(len(rows), generator=gen, dtype=torch.float64, device=self.device)
-            )
-            pairs, n_pair = torch.unique(torch.stack([rows, drawn], dim=1), dim=0, return_counts=True)
+            drawn = _inverse_cdf(probs, rows_of_draws, uniform)
+            pairs, n_pair = torch.unique(torch.stack([rows_of_draws, drawn], dim=1), dim=0, return_counts=True)
             parents, tokens, kept = [], [], []
             for (row, token), k in zip(pairs.tolist(), n_pair.tolist(), strict=True):
-                seq = [*prefixes[row], token]
+                g, seq = owner[row], [*prefixes[row], token]
                 # Only the end of the text settles a word at its end; running out of new
                 # tokens does not (the word may go on), so such samples are rejected.
                 word, done = first_word(
                     self.tokenizer.decode(seq, skip_special_tokens=True), finished=eos is not None and token == eos
                 )
                 if done and word is not None:
-                    words += [word] * k
-                elif done or step == max_new_tokens - 1:
-                    rejected += k
+                    words[g] += [word] * k
+                elif done or step == groups[g].request.max_new_tokens - 1:
+                    rejected[g] += k
                 else:
                     parents.append(row)
                     tokens.append(token)
-                    kept.append((seq, k))
+                    kept.append((g, seq, k))
             if not kept:
                 break
-            cache.batch_select_indices(torch.tensor(parents, device=self.device))
             start = time.perf_counter()
-            with torch.inference_mode():
-                step_out = self.model(
-                    torch.tensor(tokens, device=self.device)[:, None], past_key_values=cache, use_cache=True
-                )
+            selected = torch.tensor(parents, device=self.device)
+            cache.batch_select_indices(selected)
+            owner, prefixes, counts = [g for g, _, _ in kept], [s for _, s, _ in kept], [k for _, _, k in kept]
+            mask = torch.cat([mask[selected], torch.ones_like(mask[selected, :1])], dim=1)
+            positions = torch.tensor([len(groups[g].context) + step for g in owner], device=self.device)
+            out = self.model.base_model(
+                input_ids=torch.tensor(tokens, device=self.device)[:, None],
+                attention_mask=mask if padded else None,
+                position_ids=positions[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            logits = self._logits(out.last_hidden_state[:, -1])
             self._count(len(tokens), start, logits=len(tokens))
-            logits = step_out.logits[:, -1, :].float()
-            prefixes, counts = [seq for seq, _ in kept], [k for _, k in kept]
-        order = torch.randperm(len(words), generator=gen, device=self.device).tolist()
-        return [words[i] for i in order], rejected
+        result = []
+        for g, gen in enumerate(gens):
+            order = torch.randperm(len(words[g]), generator=gen, device=self.device).tolist()
+            result.append(([words[g][i] for i in order], rejected[g]))
+        return result
 
     # ------------------------------------------------------------------ packed forward
 
