@@ -18,7 +18,9 @@ size, and times on each, in one run, three workloads on identical inputs:
 
 Model FLOP utilisation = the model FLOPs of the engine's run (2 x body parameters
 per token it ran, 2 x output-projection parameters per position whose logits it
-read) per second, over the matmul FLOP/s measured in this run. Prints Markdown
+read, and attention as PaLM counts it: 4 x layers x attention width per query-key
+pair, each token on its causal prefix) per second, over the matmul FLOP/s
+measured in this run. Prints Markdown
 tables per size: the peers as their users run them, the project's own prompts
 (generated sentences of uneven length), and risk-score rows/s per token budget.
 """
@@ -105,22 +107,44 @@ def acs_rows(root: Path, n: int) -> tuple[pd.DataFrame, pd.Series]:
 
 
 @dataclass
+class ModelFlops:
+    """Per-unit model FLOPs: parameters of the body and of the output projection, attention per pair."""
+
+    dense: int
+    unembedding: int
+    pair: int
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> ModelFlops:
+        config = model.config
+        unembedding = model.get_output_embeddings().weight.numel()
+        dense = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel() - unembedding
+        width = config.num_attention_heads * getattr(
+            config, "head_dim", config.hidden_size // config.num_attention_heads
+        )
+        return cls(dense, unembedding, 4 * config.num_hidden_layers * width)  # q.k and the weighted sum of v
+
+
+@dataclass
 class Timed:
     """An engine run: its seconds and what it computed (for model FLOPs)."""
 
     seconds: float
     tokens: int
     logit_rows: int
+    attended: int
 
-    def flops(self, dense: int, unembedding: int) -> float:
-        """Model FLOPs: the body on every token run, the output projection where it was read."""
-        return 2 * dense * self.tokens + 2 * unembedding * self.logit_rows
+    def flops(self, model: ModelFlops) -> float:
+        """Model FLOPs: the body on every token run, the output projection where it was read,
+        attention on every query-key pair."""
+        return 2 * model.dense * self.tokens + 2 * model.unembedding * self.logit_rows + model.pair * self.attended
 
 
 def timed(engine: HFEngine, run: Callable[[], _R]) -> tuple[_R, Timed]:
-    start, tokens, logits = time.perf_counter(), engine.counters.tokens, engine.counters.logit_rows
+    c = engine.counters
+    start, tokens, logits, attended = time.perf_counter(), c.tokens, c.logit_rows, c.attended
     out = run()
-    took = Timed(time.perf_counter() - start, engine.counters.tokens - tokens, engine.counters.logit_rows - logits)
+    took = Timed(time.perf_counter() - start, c.tokens - tokens, c.logit_rows - logits, c.attended - attended)
     return out, took
 
 
@@ -269,11 +293,10 @@ def bench_size(hidden: int, layers: int, args: argparse.Namespace, peak: float) 
         path = str(build_model(root, hidden, layers))
         engine = HFEngine(path, dtype="float32")
         params = sum(p.numel() for p in engine.model.parameters())
-        unembedding = engine.model.get_output_embeddings().weight.numel()
-        dense = params - engine.model.get_input_embeddings().weight.numel() - unembedding
+        model = ModelFlops.of(engine.model)
 
         def mfu(run: Timed) -> str:
-            return f"{run.flops(dense, unembedding) / run.seconds / peak:.0%}"
+            return f"{run.flops(model) / run.seconds / peak:.0%}"
 
         rows = []
         peer, run, diff, same = risk_scores(path, engine, root, args.rows)
@@ -290,7 +313,7 @@ def bench_size(hidden: int, layers: int, args: argparse.Namespace, peak: float) 
         chosen = engine.token_budget
 
     print(f"\n### Llama, hidden {hidden}, {layers} layers: {params / 1e6:.1f}M parameters "
-          f"({dense / 1e6:.1f}M in the body), 32k vocabulary\n")  # fmt: skip
+          f"({model.dense / 1e6:.1f}M in the body), 32k vocabulary\n")  # fmt: skip
     print("| workload | peer | peer rate | engine rate | ratio | engine MFU | agreement |")
     print("|---|---|---|---|---|---|---|")
     for name, peer_name, theirs, ours, util, agree in rows:
@@ -311,7 +334,8 @@ def main() -> None:
     args = parser.parse_args()
     peak = matmul_flops()
     print(f"matmul peak measured here: {peak / 1e9:.1f} GFLOP/s, {torch.get_num_threads()} threads; MFU counts")
-    print("the body's matmuls on every token run and the output projection where its logits are read")
+    print("the body's matmuls on every token run, the output projection where its logits are read, attention")
+    print("on each token's causal prefix")
     for size in args.sizes:
         hidden, layers = (int(v) for v in size.split("x"))
         bench_size(hidden, layers, args, peak)

@@ -183,3 +183,33 @@ def test_a_batch_encodes_the_opening_its_rows_share_once(tiny_models: dict[str, 
     before = engine.counters.tokens
     assert engine.numeric(numeric) == [engine.numeric([p])[0] for p in numeric]
     assert engine.counters.tokens - before < 1.6 * sum(len(engine.encode(p)) + 1 for p in numeric)
+
+
+def test_attention_work_is_counted_per_causal_prefix(tiny_models: dict[str, Path]) -> None:
+    """The counter behind attention FLOPs: each token attends to its own causal prefix (a
+    continuation to the context and itself), a batch's shared opening counted once."""
+    engine = HFEngine(str(tiny_models["llama"]), device="cpu")
+    opening = "Definition: Read what the survey says about a person and answer the question. " * 2
+    requests = [
+        ContinuationRequest(f"{opening}Input: person {i} bakes bread.\nOutput:", (" yes", " no")) for i in range(4)
+    ]
+
+    def pairs(n: int, after: int = 0) -> int:  # tokens at positions after..n-1 attend position + 1 keys each
+        return (n * (n + 1) - after * (after + 1)) // 2
+
+    singles = []
+    for req in requests:
+        (ctx, yes), (_, no) = (engine.split_pair(req.context, c) for c in req.continuations)
+        singles.append(pairs(len(ctx)) + pairs(len(ctx) + len(yes), len(ctx)) + pairs(len(ctx) + len(no), len(ctx)))
+        before = engine.counters.attended
+        engine.continuation_scores([req])
+        assert engine.counters.attended - before == singles[-1]
+    contexts = [engine.split_pair(r.context, " yes")[0] for r in requests]
+    head = next(i for i, column in enumerate(zip(*contexts, strict=False)) if len(set(column)) > 1)
+    before = engine.counters.attended
+    engine.continuation_scores(requests)
+    assert head >= 16 and engine.counters.attended - before == sum(singles) - 3 * pairs(head)
+    prompt = "The probability is 0."
+    before = engine.counters.attended
+    engine.numeric([prompt], steps=2)  # the prompt, then the first digit fed back
+    assert engine.counters.attended - before == pairs(len(engine.encode(prompt)) + 1)

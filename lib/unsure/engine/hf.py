@@ -27,7 +27,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -169,6 +169,8 @@ class Counters:
     seconds: float = 0.0
     logit_rows: int = 0
     """Positions the output projection ran on (model FLOPs count it there, not per token)."""
+    attended: int = 0
+    """Query-key pairs attention ran on, each token on its causal prefix (the model FLOPs of attention)."""
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -524,6 +526,7 @@ class HFEngine:
             start,
             passes=steps,
             logits=len(contexts) * steps,
+            attended=_causal_pairs([len(c) + len(t) for c, t in zip(contexts, new_tokens, strict=True)]),
         )
         texts: list[str] = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
         return texts
@@ -563,6 +566,8 @@ class HFEngine:
             start,
             passes=steps,
             logits=len(contexts) * steps,
+            attended=_causal_pairs([len(c) + steps - 1 for c in contexts])
+            - (len(contexts) - 1) * _causal_pairs([head]),
         )
         best: list[list[int]] = torch.cat(chosen, dim=1).tolist()
         return best
@@ -622,7 +627,6 @@ class HFEngine:
             rejected[group.request_index] += bad
         return [WordSamples(words=w, rejected=r) for w, r in zip(words, rejected, strict=True)]
 
-    @torch.inference_mode()
     def _sample_groups(self, groups: list[_SampleGroup]) -> list[tuple[list[str], int]]:
         """Each group's words and rejections, drawn as trees decoded in one batch.
 
@@ -632,83 +636,85 @@ class HFEngine:
         exactly those of independent samples; only their order is drawn at the end.
         The contexts run once, left-padded; rows stay in group order.
         """
-        start = time.perf_counter()
-        requests = list(dict.fromkeys(g.request_index for g in groups))
-        contexts = [next(g.context for g in groups if g.request_index == r) for r in requests]
-        ids, mask = self._left_padded(contexts)
-        padded = bool((mask == 0).any())
-        out = self.model.base_model(
-            input_ids=ids,
-            attention_mask=mask if padded else None,
-            position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0),
-            use_cache=True,
-        )
-        last = self._logits(out.last_hidden_state[:, -1])
-        self._count(sum(map(len, contexts)), start, logits=len(contexts))
-        first = torch.tensor([requests.index(g.request_index) for g in groups], device=self.device)
-        cache = out.past_key_values
-        cache.batch_select_indices(first)
-        logits, mask = last[first], mask[first]
-        warpers = [_warpers(g.request) for g in groups]
-        gens = [torch.Generator(device=self.device).manual_seed(g.seed) for g in groups]
-        words: list[list[str]] = [[] for _ in groups]
-        rejected = [0] * len(groups)
-        prefixes: list[list[int]] = [[] for _ in groups]
-        owner, counts = list(range(len(groups))), [g.size for g in groups]
-        eos = self.tokenizer.eos_token_id
-        for step in range(max(g.request.max_new_tokens for g in groups)):
-            for g, rows in _runs(owner):
-                if warpers[g]:
-                    history = torch.tensor([groups[g].context + p for p in prefixes[rows]], device=self.device)
-                    logits[rows] = warpers[g](history, logits[rows])
-            probs = logits.sub_(logits.amax(dim=-1, keepdim=True)).exp_()  # unnormalised: the CDF scales
-            rows_of_draws = torch.repeat_interleave(torch.tensor(counts, device=self.device))
-            uniform = torch.cat(
-                [
-                    torch.rand(sum(counts[rows]), generator=gens[g], dtype=torch.float64, device=self.device)
-                    for g, rows in _runs(owner)
-                ]
-            )
-            drawn = _inverse_cdf(probs, rows_of_draws, uniform)
-            pairs, n_pair = torch.unique(torch.stack([rows_of_draws, drawn], dim=1), dim=0, return_counts=True)
-            parents, tokens, kept = [], [], []
-            for (row, token), k in zip(pairs.tolist(), n_pair.tolist(), strict=True):
-                g, seq = owner[row], [*prefixes[row], token]
-                # Only the end of the text settles a word at its end; running out of new
-                # tokens does not (the word may go on), so such samples are rejected.
-                word, done = first_word(
-                    self.tokenizer.decode(seq, skip_special_tokens=True), finished=eos is not None and token == eos
-                )
-                if done and word is not None:
-                    words[g] += [word] * k
-                elif done or step == groups[g].request.max_new_tokens - 1:
-                    rejected[g] += k
-                else:
-                    parents.append(row)
-                    tokens.append(token)
-                    kept.append((g, seq, k))
-            if not kept:
-                break
+        with torch.inference_mode():  # the logits are updated in place
             start = time.perf_counter()
-            selected = torch.tensor(parents, device=self.device)
-            cache.batch_select_indices(selected)
-            owner, prefixes, counts = [g for g, _, _ in kept], [s for _, s, _ in kept], [k for _, _, k in kept]
-            mask = torch.cat([mask[selected], torch.ones_like(mask[selected, :1])], dim=1)
-            positions = torch.tensor([len(groups[g].context) + step for g in owner], device=self.device)
+            requests = list(dict.fromkeys(g.request_index for g in groups))
+            contexts = [next(g.context for g in groups if g.request_index == r) for r in requests]
+            ids, mask = self._left_padded(contexts)
+            padded = bool((mask == 0).any())
             out = self.model.base_model(
-                input_ids=torch.tensor(tokens, device=self.device)[:, None],
+                input_ids=ids,
                 attention_mask=mask if padded else None,
-                position_ids=positions[:, None],
-                past_key_values=cache,
+                position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0),
                 use_cache=True,
             )
-            logits = self._logits(out.last_hidden_state[:, -1])
-            self._count(len(tokens), start, logits=len(tokens))
-        result = []
-        for g, gen in enumerate(gens):
-            order = torch.randperm(len(words[g]), generator=gen, device=self.device).tolist()
-            result.append(([words[g][i] for i in order], rejected[g]))
-        return result
+            last = self._logits(out.last_hidden_state[:, -1])
+            self._count(
+                sum(map(len, contexts)), start, logits=len(contexts), attended=_causal_pairs(map(len, contexts))
+            )
+            first = torch.tensor([requests.index(g.request_index) for g in groups], device=self.device)
+            cache = out.past_key_values
+            cache.batch_select_indices(first)
+            logits, mask = last[first], mask[first]
+            warpers = [_warpers(g.request) for g in groups]
+            gens = [torch.Generator(device=self.device).manual_seed(g.seed) for g in groups]
+            words: list[list[str]] = [[] for _ in groups]
+            rejected = [0] * len(groups)
+            prefixes: list[list[int]] = [[] for _ in groups]
+            owner, counts = list(range(len(groups))), [g.size for g in groups]
+            eos = self.tokenizer.eos_token_id
+            for step in range(max(g.request.max_new_tokens for g in groups)):
+                for g, rows in _runs(owner):
+                    if warpers[g]:
+                        history = torch.tensor([groups[g].context + p for p in prefixes[rows]], device=self.device)
+                        logits[rows] = warpers[g](history, logits[rows])
+                rows_of_draws = torch.repeat_interleave(torch.tensor(counts, device=self.device))
+                uniform = torch.cat(
+                    [
+                        torch.rand(sum(counts[rows]), generator=gens[g], dtype=torch.float64, device=self.device)
+                        for g, rows in _runs(owner)
+                    ]
+                )
+                drawn = _inverse_cdf(logits, rows_of_draws, uniform)
+                pairs, n_pair = torch.unique(torch.stack([rows_of_draws, drawn], dim=1), dim=0, return_counts=True)
+                parents, tokens, kept = [], [], []
+                for (row, token), k in zip(pairs.tolist(), n_pair.tolist(), strict=True):
+                    g, seq = owner[row], [*prefixes[row], token]
+                    # Only the end of the text settles a word at its end; running out of new
+                    # tokens does not (the word may go on), so such samples are rejected.
+                    word, done = first_word(
+                        self.tokenizer.decode(seq, skip_special_tokens=True), finished=eos is not None and token == eos
+                    )
+                    if done and word is not None:
+                        words[g] += [word] * k
+                    elif done or step == groups[g].request.max_new_tokens - 1:
+                        rejected[g] += k
+                    else:
+                        parents.append(row)
+                        tokens.append(token)
+                        kept.append((g, seq, k))
+                if not kept:
+                    break
+                start = time.perf_counter()
+                selected = torch.tensor(parents, device=self.device)
+                cache.batch_select_indices(selected)
+                owner, prefixes, counts = [g for g, _, _ in kept], [s for _, s, _ in kept], [k for _, _, k in kept]
+                mask = torch.cat([mask[selected], torch.ones_like(mask[selected, :1])], dim=1)
+                positions = torch.tensor([len(groups[g].context) + step for g in owner], device=self.device)
+                out = self.model.base_model(
+                    input_ids=torch.tensor(tokens, device=self.device)[:, None],
+                    attention_mask=mask if padded else None,
+                    position_ids=positions[:, None],
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                logits = self._logits(out.last_hidden_state[:, -1])
+                self._count(len(tokens), start, logits=len(tokens), attended=int(positions.sum()) + len(tokens))
+            result = []
+            for g, gen in enumerate(gens):
+                order = torch.randperm(len(words[g]), generator=gen, device=self.device).tolist()
+                result.append(([words[g][i] for i in order], rejected[g]))
+            return result
 
     # ------------------------------------------------------------------ packed forward
 
@@ -783,6 +789,7 @@ class HFEngine:
                 read_cols.append(n_ctx - 1)
         mask = self._packed_mask(segments)
         head = _shared_head(ids, [len(p.context) for p in batch])
+        attended = int(((positions + 1) * (segments >= 0)).sum()) - (len(batch) - 1) * _causal_pairs([head])
         with torch.inference_mode():
             cache = None
             if head:  # the tokens every row starts with, encoded once; each row attends to their cache
@@ -804,7 +811,7 @@ class HFEngine:
             ).last_hidden_state
             token_lp, token_greedy = self._gather_logprobs(hidden, rows, cols, targets)
             read_lp = self._read_logprobs(hidden, read_rows, read_cols, batch)
-        self._count(head + int((segments >= 0).sum()), start, logits=len(rows) + len(read_rows))
+        self._count(head + int((segments >= 0).sum()), start, logits=len(rows) + len(read_rows), attended=attended)
         results = []
         read_index = 0
         for item, (_, cont_spans) in zip(batch, spans, strict=True):
@@ -873,36 +880,54 @@ class HFEngine:
         cache.batch_repeat_interleave(rows)
         return cache
 
-    def _count(self, tokens: int, start: float, *, passes: int = 1, logits: int = 0) -> None:
+    def _count(self, tokens: int, start: float, *, passes: int = 1, logits: int = 0, attended: int = 0) -> None:
         self.counters.tokens += tokens
+        self.counters.attended += attended
         self.counters.logit_rows += logits
         self.counters.forward_passes += passes
         self.counters.seconds += time.perf_counter() - start
 
 
+def _causal_pairs(lengths: Iterable[int]) -> int:
+    """Query-key pairs of causal attention over sequences of these lengths."""
+    return sum(n * (n + 1) // 2 for n in lengths)
+
+
 CDF_BLOCK = 256
 """Tokens per block of the two-level inverse-CDF sampler."""
 
+EXP_CHUNK = 1 << 20
+"""Logits exponentiated and summed per block together (rows times vocabulary): a few MiB, in cache."""
 
-def _inverse_cdf(probs: torch.Tensor, rows: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
-    """One token per uniform draw, sample ``j`` from row ``rows[j]`` of ``probs``.
+
+def _inverse_cdf(logits: torch.Tensor, rows: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """One token per uniform draw, sample ``j`` from row ``rows[j]`` of ``softmax(logits)``.
 
     Two levels, cumulated in double precision: a block of :data:`CDF_BLOCK`
     tokens by the blocks' summed mass, then a token within the block. A full
     cumulative sum over the vocabulary for every row would cost more than the
-    forward pass that produced the probabilities.
+    forward pass that produced the logits. ``logits`` become unnormalised
+    probabilities in place (the CDF is scaled by its total), a few rows at a
+    time so that each pass over them stays in cache.
     """
-    n_rows, vocab = probs.shape
-    n_blocks = -(-vocab // CDF_BLOCK)
-    if n_blocks * CDF_BLOCK != vocab:
-        probs = torch.nn.functional.pad(probs, (0, n_blocks * CDF_BLOCK - vocab))
-    blocks = probs.view(n_rows, n_blocks, CDF_BLOCK)
-    block_cdf = blocks.sum(dim=-1).double().cumsum(dim=-1)[rows]
+    n_rows, vocab = logits.shape
+    full, n_blocks = vocab // CDF_BLOCK, -(-vocab // CDF_BLOCK)
+    block_mass = torch.empty((n_rows, n_blocks), dtype=torch.float64, device=logits.device)
+    step = max(1, EXP_CHUNK // vocab)
+    for a in range(0, n_rows, step):
+        part = logits[a : a + step]
+        part.sub_(part.amax(dim=-1, keepdim=True)).exp_()
+        block_mass[a : a + step, :full] = part[:, : full * CDF_BLOCK].unflatten(-1, (full, CDF_BLOCK)).sum(dim=-1)
+        if full < n_blocks:
+            block_mass[a : a + step, full] = part[:, full * CDF_BLOCK :].sum(dim=-1)
+    block_cdf = block_mass.cumsum(dim=-1)[rows]
     u = uniform * block_cdf[:, -1]
     block = torch.searchsorted(block_cdf, u[:, None], right=True).clamp_(max=n_blocks - 1)
     before = torch.where(block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)), 0.0)[:, 0]
     mass = block_cdf.gather(1, block)[:, 0] - before
-    within = blocks[rows, block[:, 0]].double().cumsum(dim=-1)
+    columns = block * CDF_BLOCK + torch.arange(CDF_BLOCK, device=logits.device)
+    inside = columns < vocab
+    within = torch.where(inside, logits[rows[:, None], columns.clamp(max=vocab - 1)], 0.0).double().cumsum(dim=-1)
     # where u falls inside its block, on the block's own cumulative sum
     share = ((u - before) / mass).clamp(0.0, 1.0) * within[:, -1]
     token = torch.searchsorted(within, share[:, None], right=True).clamp_(max=CDF_BLOCK - 1)[:, 0]
