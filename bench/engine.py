@@ -1,6 +1,6 @@
 """Engine throughput against its peers, each run as its users run it, on the same models.
 
-    .venv/bin/python bench/engine.py [--rows 64] [--sizes 256x2 512x4] [--samples 200]
+    .venv/bin/python bench/engine.py [--rows 64] [--sizes 256x2 512x4 640x4 768x4] [--samples 200]
 
 Builds Llama-style models locally (32k-token vocabulary, zoo tokenizer), one per
 size, and times on each, in one run, three workloads on identical inputs:
@@ -45,7 +45,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from unsure import zoo
 from unsure.config import ZooModel
 from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest
-from unsure.engine.hf import HFEngine
+from unsure.engine.hf import HFEngine, Packed
 from unsure.engine.words import first_word
 from unsure.generate.acs import write_data_dictionary, write_state_zip
 from unsure.generate.text import sentences
@@ -57,6 +57,11 @@ from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip, t
 _R = TypeVar("_R")
 BUDGETS = (1_024, 2_048, 4_096, 8_192, 16_384)
 """Token budgets the sweep times."""
+
+AGREEMENT = 5e-4
+"""Largest score difference from a peer that counts as the same number."""
+NEAR_TIE = 1e-3
+"""Relative gap between two prefixes' option masses below which float noise may pick either."""
 
 REAL_DICTIONARY = Path(__file__).resolve().parents[2] / "shared/data/acs/PUMS_Data_Dictionary_2014-2018.csv"
 """folktexts' value words are this file's; the generated dictionary stands in without ../shared."""
@@ -148,8 +153,27 @@ def timed(engine: HFEngine, run: Callable[[], _R]) -> tuple[_R, Timed]:
     return out, took
 
 
-def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float, Timed, float, bool]:
-    """(folktexts rows/s, the engine's run, max |score difference|, prompts equal)."""
+def prefix_margin(engine: HFEngine, prompt: str, options: tuple[str, ...] = ("A", "B")) -> float:
+    """Relative gap between the two space-marker prefixes holding the most option mass after ``prompt``.
+
+    folktexts (and ``protocol: paper``) read the options under the prefix with
+    the most mass; where two prefixes are this close, float noise decides it.
+    """
+    variants = engine.option_token_ids(options)
+    ids = sorted({t for v in variants.values() for t in v if t is not None})
+    (read,) = engine.run_packed([Packed(engine.encode(prompt), read_ids=ids)])
+    prob = dict(zip(ids, np.exp(read.read_logprobs), strict=True))
+    masses = sorted((sum(prob[i] for i in v if i is not None) for v in variants.values()), reverse=True)
+    return (masses[0] - masses[1]) / masses[0] if len(masses) > 1 else 1.0
+
+
+def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float, Timed, str]:
+    """(folktexts rows/s, the engine's run, the scores' agreement).
+
+    Rows past :data:`AGREEMENT` whose prefix choice is a near-tie (within
+    :data:`NEAR_TIE`) in either option order are counted apart: there the
+    choice, not the arithmetic, differs.
+    """
     from folktexts.acs.acs_tasks import acs_income_task
     from folktexts.classifier.transformers_classifier import TransformersLLMClassifier
     from folktexts.llm_utils import load_model_tokenizer
@@ -176,7 +200,23 @@ def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float,
     scored = rows.assign(text=text.to_numpy())
     score = make_scorer(engine, task, "multiple_choice", year=2018, instruct=False, both_orders=True, protocol="paper")
     out, run = timed(engine, lambda: score(scored))
-    return n / t_peer, run, float(np.abs(out["p_hat"].to_numpy() - theirs).max()), same
+    diff = np.abs(out["p_hat"].to_numpy() - theirs)
+    tied = [
+        i
+        for i in np.flatnonzero(diff > AGREEMENT)
+        if min(
+            prefix_margin(
+                engine, build_prompt(task, text.iloc[i], "multiple_choice", order, year=2018, protocol="paper")
+            )
+            for order in (0, 1)
+        )
+        < NEAR_TIE
+    ]
+    agreement = f"max abs diff {np.delete(diff, tied).max():.1e}; prompts equal: {same}"
+    if tied:
+        count = f"{len(tied)} row{'s' * (len(tied) > 1)}"
+        agreement += f"; {count} at an A/▁A near-tie left out (diff up to {diff[tied].max():.1e})"
+    return n / t_peer, run, agreement
 
 
 def sni_requests(n: int) -> list[tuple[str, tuple[str, ...]]]:
@@ -299,9 +339,9 @@ def bench_size(hidden: int, layers: int, args: argparse.Namespace, peak: float) 
             return f"{run.flops(model) / run.seconds / peak:.0%}"
 
         rows = []
-        peer, run, diff, same = risk_scores(path, engine, root, args.rows)
+        peer, run, agreement = risk_scores(path, engine, root, args.rows)
         rows.append(("risk scores, ACSIncome (rows/s)", "folktexts predict_proba", peer, args.rows / run.seconds,
-                     mfu(run), f"max abs diff {diff:.1e}; prompts equal: {same}"))  # fmt: skip
+                     mfu(run), agreement))  # fmt: skip
         peer, run, diff = label_scores(path, engine, args.rows)
         rows.append(("label scores, 8 demos, 2-10 labels (requests/s)", "lm-eval loglikelihood", peer,
                      args.rows / run.seconds, mfu(run), f"max abs diff {diff:.1e}"))  # fmt: skip
@@ -328,7 +368,9 @@ def bench_size(hidden: int, layers: int, args: argparse.Namespace, peak: float) 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=64)
-    parser.add_argument("--sizes", nargs="+", default=["256x2", "512x4"], help="model sizes, HIDDENxLAYERS")
+    parser.add_argument(
+        "--sizes", nargs="+", default=["256x2", "512x4", "640x4", "768x4"], help="model sizes, HIDDENxLAYERS"
+    )
     parser.add_argument("--contexts", type=int, default=8, help="word sampling: contexts")
     parser.add_argument("--samples", type=int, default=200, help="word sampling: samples per context")
     args = parser.parse_args()

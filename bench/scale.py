@@ -65,8 +65,9 @@ CHAT_TOKENS = 32
 """Tokens a chat template adds around a user turn (Llama-3's header with a system prompt is about this; Gemma,
 Mistral and ChatML add fewer)."""
 MFU = 0.5
-"""Model FLOP utilisation: ``bench/engine.py`` measured 0.49 for multiple-choice risk scores and 0.54 for
-continuations (43.7M-parameter model, the project's 2-core CPU machine); no GPU figure has been taken yet."""
+"""Model FLOP utilisation: ``bench/engine.py`` measured 0.52-0.64 for multiple-choice risk scores and 0.58-0.70 for
+continuations (43.7M-74M-parameter models, the project's 2-core CPU machine, attention counted); no GPU figure has
+been taken yet."""
 PEAK_TFLOPS = 989.0
 """H100 SXM, dense bf16."""
 LOAD_GB_PER_S = 2.0
