@@ -13,7 +13,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from unsure import zoo
 from unsure.config import ZooModel
-from unsure.engine import WordSamplingRequest
+from unsure.engine import WordSamplingRequest, hf
 from unsure.engine.hf import HFEngine
 from unsure.engine.words import first_word
 
@@ -136,9 +136,12 @@ def test_sampling_is_reproducible_and_leaves_the_cache_intact(tiny_models: dict[
     assert len(a.words) + a.rejected == 300
 
 
-def test_requests_sampled_together_draw_the_words_each_draws_alone(tiny_models: dict[str, Path]) -> None:
+def test_requests_sampled_together_draw_the_words_each_draws_alone(
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Several requests decode as one batch (contexts of different lengths, left-padded;
-    their own warpers, token limits and generators), and each draws what it draws alone."""
+    their own warpers, token limits and generators), and each draws what it draws alone;
+    a batch's sample rows stay within the logits a step may hold."""
     engine = HFEngine(str(tiny_models["llama"]))
     requests = [
         WordSamplingRequest("The", n=300, seed=1, max_new_tokens=8),
@@ -154,3 +157,14 @@ def test_requests_sampled_together_draw_the_words_each_draws_alone(tiny_models: 
     together = engine.sample_words(requests)
     assert together == alone
     assert engine.counters.forward_passes - before < passes_alone / 2
+    batches: list[int] = []
+    run = engine._sample_groups
+
+    def spy(groups: list[hf._SampleGroup]) -> list[tuple[list[str], int]]:
+        batches.append(sum(g.size for g in groups))
+        return run(groups)
+
+    monkeypatch.setattr(engine, "_sample_groups", spy)
+    monkeypatch.setattr(hf, "SAMPLE_LOGITS", 1)  # a vocabulary too large for more than one chunk of rows per step
+    assert engine.sample_words(requests) == alone
+    assert max(batches) <= hf.SAMPLE_CHUNK < sum(batches)

@@ -94,6 +94,10 @@ and 1,024 (about twice the rows/s of 16,384), the activations staying in cache."
 GPU_TOKEN_BUDGET = 16_384
 """Padded tokens per forward pass on a GPU, where larger batches fill the device."""
 
+SAMPLE_LOGITS = 1 << 28
+"""Logits a decoding step of word sampling may hold (1 GiB in float32): the sample rows of a
+batch are at most this over the vocabulary size, and at most the token budget."""
+
 SAMPLE_CHUNK = 256
 """Samples of one request drawn with one generator. Fixed, so the words drawn
 for a seed do not depend on memory settings."""
@@ -481,12 +485,19 @@ class HFEngine:
         lengths = [len(c) + max_new_tokens for c in contexts]
         return self._in_batches(contexts, lengths, partial(self._generate_batch, max_new_tokens=max_new_tokens))
 
-    def _in_batches(self, items: Sequence[_T], lengths: Sequence[int], run: Callable[[list[_T]], list[_R]]) -> list[_R]:
-        """``run`` on token-budget batches of similar ``lengths``, longest first, halved on
-        out of memory; results in input order."""
+    def _in_batches(
+        self,
+        items: Sequence[_T],
+        lengths: Sequence[int],
+        run: Callable[[list[_T]], list[_R]],
+        *,
+        cap: int | None = None,
+    ) -> list[_R]:
+        """``run`` on token-budget batches (at most ``cap``) of similar ``lengths``, longest first,
+        halved on out of memory; results in input order."""
         results: dict[int, _R] = {}
         order = sorted(range(len(items)), key=lambda i: -lengths[i])
-        for batch in self._batches(order, lengths):
+        for batch in self._batches(order, lengths, cap):
             results.update(zip(batch, self._with_backoff(run, [items[i] for i in batch]), strict=True))
         return [results[i] for i in range(len(items))]
 
@@ -619,7 +630,8 @@ class HFEngine:
             for chunk, offset in enumerate(range(0, req.n, SAMPLE_CHUNK)):
                 seed = int.from_bytes(hashlib.sha256(f"{req.seed}:{chunk}".encode()).digest()[:8], "little")
                 groups.append(_SampleGroup(i, req, context, min(SAMPLE_CHUNK, req.n - offset), seed))
-        drawn = self._in_batches(groups, [g.size for g in groups], self._sample_groups)
+        rows = max(SAMPLE_CHUNK, SAMPLE_LOGITS // self._lm_head.out_features)
+        drawn = self._in_batches(groups, [g.size for g in groups], self._sample_groups, cap=rows)
         words: list[list[str]] = [[] for _ in requests]
         rejected = [0] * len(requests)
         for group, (got, bad) in zip(groups, drawn, strict=True):
@@ -722,13 +734,15 @@ class HFEngine:
         """Score packed sequences in token-budget batches of similar length."""
         return self._in_batches(items, [p.length for p in items], self._forward)
 
-    def _batches(self, order: list[int], lengths: Sequence[int]) -> Iterator[list[int]]:
-        """Consecutive runs of ``order`` whose padded size (longest times count) fits the budget."""
+    def _batches(self, order: list[int], lengths: Sequence[int], cap: int | None = None) -> Iterator[list[int]]:
+        """Consecutive runs of ``order`` whose padded size (longest times count) fits the token
+        budget (as halved on out of memory) and ``cap``."""
         batch: list[int] = []
         longest = 0
         for i in order:
             n = lengths[i]
-            if batch and (max(longest, n) * (len(batch) + 1) > self.token_budget or len(batch) >= self.max_batch_size):
+            budget = self.token_budget if cap is None else min(cap, self.token_budget)
+            if batch and (max(longest, n) * (len(batch) + 1) > budget or len(batch) >= self.max_batch_size):
                 yield batch
                 batch, longest = [], 0
             batch.append(i)
