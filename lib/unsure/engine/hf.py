@@ -18,7 +18,8 @@ How it is fast without changing any number:
   do not depend on what else is in its batch. Out of memory halves the batch
   and retries.
 * **Samples as a tree.** Word samples that drew the same tokens so far share
-  one row of the forward pass.
+  one row of the forward pass, and the samples of several requests decode in
+  one batch, each with its own generator.
 """
 
 from __future__ import annotations
@@ -649,25 +650,13 @@ class HFEngine:
         The contexts run once, left-padded; rows stay in group order.
         """
         with torch.inference_mode():  # the logits are updated in place
-            start = time.perf_counter()
             requests = list(dict.fromkeys(g.request_index for g in groups))
-            contexts = [next(g.context for g in groups if g.request_index == r) for r in requests]
-            ids, mask = self._left_padded(contexts)
-            padded = bool((mask == 0).any())
-            out = self.model.base_model(
-                input_ids=ids,
-                attention_mask=mask if padded else None,
-                position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0),
-                use_cache=True,
-            )
-            last = self._logits(out.last_hidden_state[:, -1])
-            self._count(
-                sum(map(len, contexts)), start, logits=len(contexts), attended=_causal_pairs(map(len, contexts))
+            cache, logits, mask = self._context_cache(
+                [next(g.context for g in groups if g.request_index == r) for r in requests]
             )
             first = torch.tensor([requests.index(g.request_index) for g in groups], device=self.device)
-            cache = out.past_key_values
             cache.batch_select_indices(first)
-            logits, mask = last[first], mask[first]
+            logits, mask = logits[first], None if mask is None else mask[first]
             warpers = [_warpers(g.request) for g in groups]
             gens = [torch.Generator(device=self.device).manual_seed(g.seed) for g in groups]
             words: list[list[str]] = [[] for _ in groups]
@@ -680,16 +669,16 @@ class HFEngine:
                     if warpers[g]:
                         history = torch.tensor([groups[g].context + p for p in prefixes[rows]], device=self.device)
                         logits[rows] = warpers[g](history, logits[rows])
-                rows_of_draws = torch.repeat_interleave(torch.tensor(counts, device=self.device))
+                draws = torch.repeat_interleave(torch.tensor(counts, device=self.device))
                 uniform = torch.cat(
                     [
                         torch.rand(sum(counts[rows]), generator=gens[g], dtype=torch.float64, device=self.device)
                         for g, rows in _runs(owner)
                     ]
                 )
-                drawn = _inverse_cdf(logits, rows_of_draws, uniform)
-                pairs, n_pair = torch.unique(torch.stack([rows_of_draws, drawn], dim=1), dim=0, return_counts=True)
-                parents, tokens, kept = [], [], []
+                drawn = _inverse_cdf(logits, draws, uniform)
+                pairs, n_pair = torch.unique(torch.stack([draws, drawn], dim=1), dim=0, return_counts=True)
+                parents, kept = [], []
                 for (row, token), k in zip(pairs.tolist(), n_pair.tolist(), strict=True):
                     g, seq = owner[row], [*prefixes[row], token]
                     # Only the end of the text settles a word at its end; running out of new
@@ -703,30 +692,53 @@ class HFEngine:
                         rejected[g] += k
                     else:
                         parents.append(row)
-                        tokens.append(token)
                         kept.append((g, seq, k))
                 if not kept:
                     break
-                start = time.perf_counter()
-                selected = torch.tensor(parents, device=self.device)
-                cache.batch_select_indices(selected)
                 owner, prefixes, counts = [g for g, _, _ in kept], [s for _, s, _ in kept], [k for _, _, k in kept]
-                mask = torch.cat([mask[selected], torch.ones_like(mask[selected, :1])], dim=1)
-                positions = torch.tensor([len(groups[g].context) + step for g in owner], device=self.device)
-                out = self.model.base_model(
-                    input_ids=torch.tensor(tokens, device=self.device)[:, None],
-                    attention_mask=mask if padded else None,
-                    position_ids=positions[:, None],
-                    past_key_values=cache,
-                    use_cache=True,
-                )
-                logits = self._logits(out.last_hidden_state[:, -1])
-                self._count(len(tokens), start, logits=len(tokens), attended=int(positions.sum()) + len(tokens))
+                positions = [len(groups[g].context) + step for g in owner]
+                logits, mask = self._decode_step(cache, [s[-1] for s in prefixes], positions, parents, mask)
             result = []
             for g, gen in enumerate(gens):
                 order = torch.randperm(len(words[g]), generator=gen, device=self.device).tolist()
                 result.append(([words[g][i] for i in order], rejected[g]))
             return result
+
+    def _context_cache(self, contexts: list[list[int]]) -> tuple[Any, torch.Tensor, torch.Tensor | None]:
+        """KV cache and last-position logits of left-padded ``contexts``, and their attention
+        mask (None where no row is padded)."""
+        start = time.perf_counter()
+        ids, mask = self._left_padded(contexts)
+        padded = bool((mask == 0).any())
+        out = self.model.base_model(
+            input_ids=ids,
+            attention_mask=mask if padded else None,
+            position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0),
+            use_cache=True,
+        )
+        logits = self._logits(out.last_hidden_state[:, -1])
+        self._count(sum(map(len, contexts)), start, logits=len(contexts), attended=_causal_pairs(map(len, contexts)))
+        return out.past_key_values, logits, mask if padded else None
+
+    def _decode_step(
+        self, cache: Any, tokens: list[int], positions: list[int], parents: list[int], mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Next-token logits of one new token per row, row ``i`` continuing cache row
+        ``parents[i]`` (the cache is reordered in place); the mask, extended."""
+        start = time.perf_counter()
+        selected = torch.tensor(parents, device=self.device)
+        cache.batch_select_indices(selected)
+        if mask is not None:
+            mask = torch.cat([mask[selected], torch.ones_like(mask[selected, :1])], dim=1)
+        out = self.model.base_model(
+            input_ids=torch.tensor(tokens, device=self.device)[:, None],
+            attention_mask=mask,
+            position_ids=torch.tensor(positions, device=self.device)[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        self._count(len(tokens), start, logits=len(tokens), attended=sum(positions) + len(tokens))
+        return self._logits(out.last_hidden_state[:, -1]), mask
 
     # ------------------------------------------------------------------ packed forward
 
