@@ -1,6 +1,6 @@
 """Engine throughput against its peers, each run as its users run it, on the same models.
 
-    .venv/bin/python bench/engine.py [--rows 64] [--sizes 256x2 512x4 640x4 768x4] [--samples 200]
+    .venv/bin/python bench/engine.py [--rows 64] [--sizes 256x2 512x4 640x4 768x4] [--contexts 4] [--samples 1000]
 
 Builds Llama-style models locally (32k-token vocabulary, zoo tokenizer), one per
 size, and times on each, in one run, three workloads on identical inputs:
@@ -58,6 +58,8 @@ _R = TypeVar("_R")
 BUDGETS = (1_024, 2_048, 4_096, 8_192, 16_384)
 """Token budgets the sweep times."""
 
+NEW_TOKENS = 5
+"""Tokens generated per sample: the nextword reference code's ``add_tokens``."""
 AGREEMENT = 5e-4
 """Largest score difference from a peer that counts as the same number."""
 NEAR_TIE = 1e-3
@@ -266,7 +268,12 @@ def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[f
         ids = tok(prompt, return_tensors="pt")
         with torch.inference_mode():
             out = model.generate(
-                **ids, do_sample=True, num_return_sequences=n, max_new_tokens=6, top_k=0, pad_token_id=tok.eos_token_id
+                **ids,
+                do_sample=True,
+                num_return_sequences=n,
+                max_new_tokens=NEW_TOKENS,
+                top_k=0,
+                pad_token_id=tok.eos_token_id,
             )
         new = out[:, ids["input_ids"].shape[1] :]
         for seq, text in zip(new, tok.batch_decode(new, skip_special_tokens=True), strict=True):
@@ -278,7 +285,7 @@ def word_sampling(path: str, engine: HFEngine, contexts: int, n: int) -> tuple[f
     results, run = timed(
         engine,
         lambda: engine.sample_words(
-            [WordSamplingRequest(p, n=n, seed=i, max_new_tokens=6) for i, p in enumerate(prompts)]
+            [WordSamplingRequest(p, n=n, seed=i, max_new_tokens=NEW_TOKENS) for i, p in enumerate(prompts)]
         ),
     )
     ours: Counter[str] = Counter()
@@ -371,8 +378,10 @@ def main() -> None:
     parser.add_argument(
         "--sizes", nargs="+", default=["256x2", "512x4", "640x4", "768x4"], help="model sizes, HIDDENxLAYERS"
     )
-    parser.add_argument("--contexts", type=int, default=8, help="word sampling: contexts")
-    parser.add_argument("--samples", type=int, default=200, help="word sampling: samples per context")
+    parser.add_argument("--contexts", type=int, default=4, help="word sampling: contexts")
+    parser.add_argument(
+        "--samples", type=int, default=1000, help="word sampling: samples per context (the reference code's 1,000)"
+    )
     args = parser.parse_args()
     peak = matmul_flops()
     print(f"matmul peak measured here: {peak / 1e9:.1f} GFLOP/s, {torch.get_num_threads()} threads; MFU counts")
