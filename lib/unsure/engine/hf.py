@@ -923,7 +923,7 @@ CDF_BLOCK = 256
 """Tokens per block of the two-level inverse-CDF sampler."""
 
 EXP_CHUNK = 1 << 20
-"""Logits exponentiated and summed per block together (rows times vocabulary): a few MiB, in cache."""
+"""Logits exponentiated and summed per block together on a CPU (rows times vocabulary): a few MiB, in cache."""
 
 
 def _inverse_cdf(logits: torch.Tensor, rows: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
@@ -939,7 +939,7 @@ def _inverse_cdf(logits: torch.Tensor, rows: torch.Tensor, uniform: torch.Tensor
     n_rows, vocab = logits.shape
     full, n_blocks = vocab // CDF_BLOCK, -(-vocab // CDF_BLOCK)
     block_mass = torch.empty((n_rows, n_blocks), dtype=torch.float64, device=logits.device)
-    step = max(1, EXP_CHUNK // vocab)
+    step = n_rows if logits.is_cuda else max(1, EXP_CHUNK // vocab)  # a GPU takes them at once
     for a in range(0, n_rows, step):
         part = logits[a : a + step]
         part.sub_(part.amax(dim=-1, keepdim=True)).exp_()
