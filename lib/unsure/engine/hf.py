@@ -650,11 +650,10 @@ class HFEngine:
         The contexts run once, left-padded; rows stay in group order.
         """
         with torch.inference_mode():  # the logits are updated in place
-            requests = list(dict.fromkeys(g.request_index for g in groups))
-            cache, logits, mask = self._context_cache(
-                [next(g.context for g in groups if g.request_index == r) for r in requests]
-            )
-            first = torch.tensor([requests.index(g.request_index) for g in groups], device=self.device)
+            contexts = {g.request_index: g.context for g in groups}  # one per request, in order
+            row_of = {r: i for i, r in enumerate(contexts)}
+            cache, logits, mask = self._context_cache(list(contexts.values()))
+            first = torch.tensor([row_of[g.request_index] for g in groups], device=self.device)
             cache.batch_select_indices(first)
             logits, mask = logits[first], None if mask is None else mask[first]
             warpers = [_warpers(g.request) for g in groups]
