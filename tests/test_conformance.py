@@ -212,9 +212,9 @@ def test_numeric_generate_and_numeric_chat_equal_greedy_decoding(family: tuple[s
         want = float("0." + "".join(engine.tokenizer.convert_ids_to_tokens(chosen)))
         assert engine.numeric([prompt, prompt + " "])[0] == want
         reply = engine.generate([prompt], max_new_tokens=5)[0]
-        greedy = _greedy(plain, engine.encode(prompt), None, 5, engine._stop_ids())
+        greedy = _greedy(plain, engine.encode(prompt), None, 5, engine.decoder.stop_ids())
         assert reply == engine.tokenizer.decode(
-            [t for t in greedy if t not in engine._stop_ids()], skip_special_tokens=True
+            [t for t in greedy if t not in engine.decoder.stop_ids()], skip_special_tokens=True
         )
         got = engine.numeric_chat([prompt], max_new_tokens=5)
         assert len(got) == 1 and (math.isnan(got[0]) or 0 <= got[0] <= 1)

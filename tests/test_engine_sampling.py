@@ -13,7 +13,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from unsure import zoo
 from unsure.config import ZooModel
-from unsure.engine import WordSamplingRequest, hf
+from unsure.engine import WordSamplingRequest, decoding
 from unsure.engine.hf import HFEngine
 from unsure.engine.words import first_word
 
@@ -158,13 +158,13 @@ def test_requests_sampled_together_draw_the_words_each_draws_alone(
     assert together == alone
     assert engine.counters.forward_passes - before < passes_alone / 2
     batches: list[int] = []
-    run = engine._sample_groups
+    run = engine.decoder._sample_groups
 
-    def spy(groups: list[hf._SampleGroup]) -> list[tuple[list[str], int]]:
+    def spy(groups: list[decoding.SampleGroup]) -> list[tuple[list[str], int]]:
         batches.append(sum(g.size for g in groups))
         return run(groups)
 
-    monkeypatch.setattr(engine, "_sample_groups", spy)
-    monkeypatch.setattr(hf, "SAMPLE_LOGITS", 1)  # a vocabulary too large for more than one chunk of rows per step
+    monkeypatch.setattr(engine.decoder, "_sample_groups", spy)
+    monkeypatch.setattr(decoding, "SAMPLE_LOGITS", 1)  # a vocabulary too large for more than one chunk of rows per step
     assert engine.sample_words(requests) == alone
-    assert max(batches) <= hf.SAMPLE_CHUNK < sum(batches)
+    assert max(batches) <= decoding.SAMPLE_CHUNK < sum(batches)

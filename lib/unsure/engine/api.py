@@ -68,7 +68,7 @@ the number; a reply that states none by then is NaN (and counted)."""
 SPACE_CHARS = {" ": " ", "\t": "\t", "\r": "\r", "\n": "\n", "\u2581": " ", "\u0120": " ", "\u010a": "\n"}
 """Characters a reply token may carry before an answer letter, and the space marker
 each stands for: decoded whitespace, or the raw markers some servers return
-undecoded (SentencePiece's ``▁``, byte-level BPE's ``Ġ`` and ``Ċ``; ``hf.SPACE_MARKERS``)."""
+undecoded (SentencePiece's ``▁``, byte-level BPE's ``Ġ`` and ``Ċ``; ``tokens.SPACE_MARKERS``)."""
 
 _ZERO_POINT = re.compile(r"(?<![\d.])0\.$")
 

@@ -25,7 +25,6 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -363,12 +362,10 @@ def _modal_tokens(engine: Any, contexts: list[list[int]]) -> list[int]:
     """The model's most probable next token after each context (full vocabulary; ties: lowest id).
 
     The engine's request kinds have no "argmax token"; its greedy step over
-    the whole vocabulary (:meth:`HFEngine._greedy_digits`, batched, float32
+    the whole vocabulary (:meth:`HFEngine.greedy_tokens`, batched, float32
     logits as every other read) is that, at the price of one more forward.
     """
-    ids = sorted(set(engine.vocab().values()))
-    lengths = [len(c) + 1 for c in contexts]
-    chosen = engine._in_batches(contexts, lengths, partial(engine._greedy_digits, digits=ids, steps=1))
+    chosen = engine.greedy_tokens(contexts, sorted(set(engine.vocab().values())), 1)
     return [int(c[0]) for c in chosen]
 
 

@@ -1,0 +1,220 @@
+"""Text to token ids as a model was trained to read it: BOS rules, lm-eval's context/continuation
+split, chat templates, answer letters under their space markers."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+SPACE_MARKERS = ("", " ", "_", "\u2581", "\u0120", "\u010a")
+"""Prefixes under which tokenizers store an answer letter: none, a space,
+SentencePiece's ``▁``, byte-level BPE's ``Ġ`` (space) and ``Ċ`` (newline)."""
+
+PLAIN_CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'system' %}{{ m['content'] + '\n\n' }}"
+    "{% elif m['role'] == 'user' %}{{ 'User: ' + m['content'] + '\n' }}"
+    "{% else %}{{ 'Assistant: ' + m['content'] + '\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+"""The chat template of an instruct model whose tokenizer ships none (Falcon-instruct):
+plain ``User:``/``Assistant:`` turns, a system prompt as the opening paragraph."""
+
+
+def family_bos(config: Any) -> int | None:
+    """The BOS id a model was trained with first on every text: its config's
+    ``bos_token_id`` where that is a token of its own. Where BOS is the EOS (GPT-2,
+    Falcon: a document separator, not a start token) or absent, ``None``."""
+    bos = getattr(config, "bos_token_id", None)
+    eos = getattr(config, "eos_token_id", None)
+    eos_ids = set(eos) if isinstance(eos, list) else {eos}
+    return None if bos is None or bos in eos_ids else int(bos)
+
+
+class Codec:
+    """A model's tokenizer with the rules the engine reads text by.
+
+    ``config`` is the model's (its BOS rule); ``add_special_tokens=False`` leaves
+    plain text without BOS (a model entry's choice).
+    """
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        config: Any,
+        *,
+        model_id: str,
+        add_special_tokens: bool = True,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        self.add_special_tokens = add_special_tokens
+        self._bos = family_bos(config)
+        self._head: str | None = None
+        self._system_turn: bool | None = None
+        self._vocab: dict[str, int] | None = None
+        prefix = tokenizer.bos_token_id
+        self.prefix_id: int | None = prefix if prefix is not None else tokenizer.eos_token_id
+        """The token an empty context becomes (BOS, else EOS)."""
+
+    @property
+    def pad_id(self) -> int:
+        """Any id for padding: attention masks hide it."""
+        return int(self.tokenizer.pad_token_id or self.prefix_id or 0)
+
+    def encode(self, text: str, *, special: bool | None = None) -> list[int]:
+        """Token ids of a context (with the tokenizer's BOS unless told otherwise).
+
+        An empty context becomes the BOS (or EOS) token alone, as in
+        lm-evaluation-harness, so that the first token has something to follow.
+        """
+        ids = self.tokens(text, special)
+        if ids:
+            return ids
+        if self.prefix_id is None:
+            raise ValueError(f"{self.model_id}: empty context and the tokenizer has no BOS or EOS token")
+        return [self.prefix_id]
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`encode` of each text, the tokenizer called once on the whole list (its Rust
+        core splits the work over threads)."""
+        if not texts:
+            return []
+        templated = [self._is_templated(t) for t in texts]
+        plain = [i for i, t in enumerate(templated) if not t]
+        out: list[list[int]] = [[] for _ in texts]
+        for special, idx in ((self.add_special_tokens, plain), (False, [i for i, t in enumerate(templated) if t])):
+            if not idx:
+                continue
+            ids: list[list[int]] = self.tokenizer([texts[i] for i in idx], add_special_tokens=special)["input_ids"]
+            for i, row in zip(idx, ids, strict=True):
+                out[i] = self._with_bos(row) if special else row
+        return [row or self.encode(texts[i]) for i, row in enumerate(out)]
+
+    def tokens(self, text: str, special: bool | None = None) -> list[int]:
+        """Token ids of ``text`` as the model reads it, possibly none."""
+        if special is None:  # chat-templated text carries its own special tokens
+            special = self.add_special_tokens and not self._is_templated(text)
+        ids: list[int] = self.tokenizer(text, add_special_tokens=special)["input_ids"]
+        return self._with_bos(ids) if special else ids
+
+    def _with_bos(self, ids: list[int]) -> list[int]:
+        if self._bos is not None and ids[:1] != [self._bos]:
+            ids.insert(0, self._bos)  # e.g. Llama-3's April-2024 files add none to plain text
+        return ids
+
+    def split_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Context and continuation ids, split as lm-evaluation-harness splits them.
+
+        The pair is encoded whole and the context's ids are cut off its front,
+        so a continuation starting with a space is tokenised as it would be in
+        running text; trailing spaces of the context move to the continuation.
+        """
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        ctx = self.tokens(context)
+        if ctx:
+            cont = self.tokens(context + continuation)[len(ctx) :]
+        else:
+            ctx, cont = self.encode(context), self.tokens(continuation, special=False)
+        if not cont:
+            raise ValueError(f"{self.model_id}: continuation {continuation!r} encodes to no tokens")
+        tok = self.tokenizer
+        unk = tok.unk_token_id  # GPT-2's is its EOS, which text never encodes to
+        if unk is not None and unk not in (tok.eos_token_id, tok.bos_token_id) and unk in cont:
+            raise ValueError(  # else every unknown word would get the same probability
+                f"{self.model_id}: continuation {continuation!r} holds text the tokenizer does not know "
+                f"(it encodes to the unknown token {tok.unk_token!r}); choose options the vocabulary can spell"
+            )
+        return ctx, cont
+
+    def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
+        """A prompt through the model's chat template, ending where the reply begins."""
+        if self.tokenizer.chat_template is None:
+            raise ValueError(
+                f"{self.model_id} has no chat template: set chat_template in its models: entry or instruct: false"
+            )
+        if system and not self._takes_system_turn():
+            user, system = f"{system}\n\n{user}", None
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": user})
+        return self._render(messages) + prefill
+
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+    def _takes_system_turn(self) -> bool:
+        """Whether the chat template accepts a system message; Gemma's and Mistral's raise,
+        and a system prompt then opens the user turn instead (logged once)."""
+        if self._system_turn is None:
+            try:
+                self._render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+                self._system_turn = True
+            except Exception as err:  # jinja2's TemplateError, raised by the template's raise_exception
+                log.warning(
+                    "%s: the chat template refuses a system turn (%s); it opens the user turn", self.model_id, err
+                )
+                self._system_turn = False
+        return self._system_turn
+
+    def _is_templated(self, prompt: str) -> bool:
+        """Whether ``prompt`` came out of the chat template, which already holds every
+        special token it needs (adding the BOS again would change the numbers)."""
+        head = self._template_head()
+        return bool(head) and prompt.startswith(head)
+
+    def _template_head(self) -> str:
+        """The text every rendering of the chat template starts with ("" without a template)."""
+        if self._head is None:
+            self._head = ""
+            if self.tokenizer.chat_template is not None:
+                probes = [[{"role": "user", "content": "\x00"}]]
+                if self._takes_system_turn():
+                    probes.append([{"role": "system", "content": "\x01"}, {"role": "user", "content": "\x00"}])
+                renders = [self._render(m) for m in probes]
+                self._head = os.path.commonprefix([r.split("\x00")[0].split("\x01")[0] for r in renders])  # noqa: RUF071
+            bos = self.tokenizer.bos_token
+            if not self._head and bos and self.tokenizer.chat_template is not None:
+                self._head = str(bos)
+        return self._head
+
+    def vocab(self) -> dict[str, int]:
+        """The tokenizer's vocabulary, built once (``get_vocab`` copies it on every call)."""
+        if self._vocab is None:
+            self._vocab = self.tokenizer.get_vocab()
+        return self._vocab
+
+    def option_token_ids(self, options: Sequence[str]) -> dict[str, list[int | None]]:
+        """Per space-marker prefix, each option's token id (``None`` if not one token).
+
+        Empty when no prefix makes every option a single vocabulary token; such
+        options are scored as continuations instead.
+        """
+        vocab = self.vocab()
+        found = {prefix: [vocab.get(prefix + o) for o in options] for prefix in SPACE_MARKERS}
+        usable = {p: ids for p, ids in found.items() if any(i is not None for i in ids)}
+        if not any(all(i is not None for i in ids) for ids in usable.values()):
+            return {}
+        return usable
+
+    def digit_ids(self) -> list[int]:
+        """Ids of the vocabulary's digit tokens, ascending."""
+        digits = sorted(i for tok, i in self.vocab().items() if tok.isdecimal())
+        if not digits:
+            raise ValueError(f"{self.model_id}: the vocabulary has no digit tokens for numeric answers")
+        return digits
+
+    def eos_id(self) -> int:
+        """The EOS id, scored after a continuation on request."""
+        eos = self.tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError(f"{self.model_id}: the tokenizer has no EOS token to score after a continuation")
+        return int(eos)
