@@ -213,3 +213,24 @@ def test_attention_work_is_counted_per_causal_prefix(tiny_models: dict[str, Path
     before = engine.counters.attended
     engine.numeric([prompt], steps=2)  # the prompt, then the first digit fed back
     assert engine.counters.attended - before == pairs(len(engine.encode(prompt)) + 1)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_no_request_kind_passes_a_keyword_transformers_deprecates(arch: str, tiny_models: dict[str, Path]) -> None:
+    """transformers 5.24 renamed ``past_key_values=`` to ``cache=`` and 5.40 removes the old name;
+    every request kind runs with transformers' FutureWarnings raised as errors."""
+    import warnings
+
+    from unsure.engine import WordSamplingRequest
+
+    engine = HFEngine(str(tiny_models[arch]))
+    opening = "Definition: answer with one word. " * 4  # a shared opening: its KV cache is built and reused
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        engine.continuation_scores(
+            [ContinuationRequest(opening + c, k) for c, k in zip(CONTEXTS, CONTINUATIONS, strict=True)]
+        )
+        engine.choice_probs([ChoiceRequest(opening + c, ("A", "B")) for c in CONTEXTS])
+        engine.numeric([opening + "The probability is 0.", opening + "It is 0."])
+        engine.generate([opening + "Say:"], max_new_tokens=3)
+        engine.sample_words([WordSamplingRequest(opening + "The", n=20, seed=0, max_new_tokens=3)])

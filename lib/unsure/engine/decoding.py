@@ -107,12 +107,12 @@ class Decoder:
                 mask = torch.cat([torch.ones((len(contexts), head), dtype=mask.dtype, device=mask.device), mask], dim=1)
             for _ in range(steps):
                 out = runner.model.base_model(
-                    input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+                    input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True
                 )
                 logits = runner.logits(out.last_hidden_state[:, -1])
                 ids = allowed_ids[logits[:, allowed_ids].argmax(dim=-1)][:, None].to(runner.device)
                 chosen.append(ids)
-                cache = out.past_key_values
+                cache = out.cache
                 mask = torch.cat([mask, torch.ones_like(ids)], dim=1)
                 positions = positions[:, -1:] + 1
         runner.count(
@@ -275,7 +275,7 @@ class Decoder:
         )
         logits = runner.logits(out.last_hidden_state[:, -1])
         runner.count(sum(map(len, contexts)), start, logits=len(contexts), attended=causal_pairs(map(len, contexts)))
-        return out.past_key_values, logits, mask if padded else None
+        return out.cache, logits, mask if padded else None
 
     def _decode_step(
         self, cache: Any, tokens: list[int], positions: list[int], parents: list[int], mask: torch.Tensor | None
@@ -292,7 +292,7 @@ class Decoder:
             input_ids=torch.tensor(tokens, device=runner.device)[:, None],
             attention_mask=mask,
             position_ids=torch.tensor(positions, device=runner.device)[:, None],
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
         runner.count(len(tokens), start, logits=len(tokens), attended=sum(positions) + len(tokens))

@@ -218,7 +218,7 @@ class Runner:
                 input_ids=ids.to(self.device),
                 attention_mask=mask.to(self.device),
                 position_ids=positions.to(self.device),
-                past_key_values=cache,
+                cache=cache,
                 use_cache=cache is not None,
             ).last_hidden_state
             token_lp, token_greedy = self._gather_logprobs(hidden, rows, cols, targets)
@@ -290,7 +290,7 @@ class Runner:
         """The KV cache of ``head``, the opening a batch's rows share, run once and repeated for ``rows`` rows."""
         cache = self.model.base_model(
             input_ids=torch.tensor([head], device=self.device), use_cache=True
-        ).past_key_values
+        ).cache
         cache.batch_repeat_interleave(rows)
         return cache
 
