@@ -1,6 +1,7 @@
 """What the paper-scale run costs: jobs, forward tokens, GPU-hours and wall time, computed.
 
-    .venv/bin/python bench/scale.py [--configfile config/config.yaml] [--gpus 8] [--mfu 0.5] [--peak-tflops 989]
+    .venv/bin/python bench/scale.py [--configfile config/config.yaml] [--gpus 8] [--mfu-file docs/engine-gpu.json]
+        [--mfu 0.5] [--peak-tflops 989]
 
 So that a cluster request can be sized before the first job is sent. Each
 input comes from where it is true:
@@ -24,14 +25,20 @@ input comes from where it is true:
 GPU time of a job = (2 x forward tokens + 6 x training tokens) x active
 parameters / (MFU x peak FLOP/s), plus loading the weights; a job that spreads a
 model over g GPUs (``accelerate``'s sequential ``device_map``) holds all g for
-that time. Wall time on N GPUs is at least the GPU-hours over N and at least
-the longest job. Loads no weights but the tokenizers; about 20 s on the
+that time. The MFU of forward tokens is the one ``bench/gpu.py`` measured on a
+GPU for the rule's request kind (:func:`request_kind`) at the measured model
+shape nearest in parameters (``docs/engine-gpu.json``, or ``--mfu-file``);
+training tokens, rules of a kind it does not time, and a checkout without that
+file get :data:`MFU` (said in the output), and ``--mfu`` sets one for all.
+Wall time on N GPUs is at least the GPU-hours over N and at least the longest
+job. Loads no weights but the tokenizers; about 20 s on the
 project's machine, most of it the dry run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -65,9 +72,12 @@ CHAT_TOKENS = 32
 """Tokens a chat template adds around a user turn (Llama-3's header with a system prompt is about this; Gemma,
 Mistral and ChatML add fewer)."""
 MFU = 0.5
-"""Model FLOP utilisation: ``bench/engine.py`` measured 0.52-0.64 for multiple-choice risk scores and 0.58-0.70 for
-continuations (43.7M-74M-parameter models, the project's 2-core CPU machine, attention counted); no GPU figure has
-been taken yet."""
+"""Model FLOP utilisation assumed where ``bench/gpu.py`` measured none (no ``--mfu-file``, training tokens, a rule
+of a request kind it does not time). ``bench/engine.py`` measured 0.52-0.64 for multiple-choice risk scores and
+0.58-0.70 for continuations on the project's 2-core CPU (43.7M-74M parameters); on one H200 the engine ran at 19%
+(1B) and 46% (8B) for risk scores and below that for the other kinds (issue 28), so this is optimistic."""
+MFU_FILE = "docs/engine-gpu.json"
+"""``bench/gpu.py``'s record (relative to the repository root): MFU per request kind and model shape on one GPU."""
 PEAK_TFLOPS = 989.0
 """H100 SXM, dense bf16."""
 LOAD_GB_PER_S = 2.0
@@ -736,12 +746,105 @@ class Cost:
         return self.jobs * self.gpus * self.job_hours
 
 
+RULE_KINDS = {
+    "riskscores_importance": "risk_scores",
+    "riskscores_evidence": "risk_scores",
+    "nextword_sample": "word_sampling",
+    "nextword_biased": "word_sampling",
+    "nextword_finetune_sample": "word_sampling",
+    "nextword_tokens": "label_scores",
+    "labelbias_infer": "label_scores",
+    "labelbias_differences": "label_scores",
+    "labelbias_lora": "label_scores",
+    "labelbias_lora_differences": "label_scores",
+    "decisionrisk_generative": "label_scores",
+}
+"""The request kind (``bench/gpu.py``'s names) whose MFU a rule's forward tokens run at; ``riskscores_infer`` is
+``risk_scores`` or ``numeric`` by its prompting. Rules not named (fine-tuning, the encoders) get :data:`MFU`."""
+
+
+def request_kind(work: Work) -> str | None:
+    """The request kind of a work item's forward tokens, or ``None`` where ``bench/gpu.py`` times none like it."""
+    if work.rule == "riskscores_infer":
+        return "numeric" if work.match.get("rs_prompting") == "numeric" else "risk_scores"
+    return RULE_KINDS.get(work.rule)
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    """MFU per request kind and model shape as ``bench/gpu.py`` measured it, and :data:`MFU` where it did not.
+
+    A model gets the figures of the measured shape nearest to it in (log) parameters.
+    """
+
+    mfu: dict[str, dict[str, float]]
+    """Per shape (``1b``, ``8b``, ...), per request kind."""
+    parameters: dict[str, float]
+    """Per shape, its parameter count."""
+    source: str
+    device: str
+    date: str
+    peak_tflops: float
+    """The matmul peak the MFU is a fraction of, measured on that device."""
+    fallback: float = MFU
+
+    @classmethod
+    def read(cls, path: Path, *, source: str | None = None, fallback: float = MFU) -> Utilisation:
+        """``bench/gpu.py``'s JSON record; fails naming the file when it is not one."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            mfu = {shape: {k: float(v) for k, v in kinds.items()} for shape, kinds in data["mfu"].items()}
+            parameters = {shape: float(data["shapes"][shape]["parameters"]) for shape in mfu}
+            device, date, peak = str(data["device"]), str(data["date"]), float(data["peak_tflops"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise EstimateError(f"{path}: not a bench/gpu.py record ({type(err).__name__}: {err})") from err
+        if not mfu or any(v <= 0 for kinds in mfu.values() for v in kinds.values()):
+            raise EstimateError(f"{path}: no positive MFU in its 'mfu' table")
+        return cls(mfu, parameters, source or str(path), device, date, peak, fallback)
+
+    def of(self, kind: str | None, parameters: float) -> float:
+        """The MFU of forward tokens of ``kind`` on a model of ``parameters`` (active) parameters."""
+        shapes = [s for s, kinds in self.mfu.items() if kind in kinds]
+        if not shapes:
+            return self.fallback
+        size = max(parameters, 1.0)
+        shape = min(shapes, key=lambda s: abs(math.log(size / self.parameters[s])))
+        return self.mfu[shape][str(kind)]
+
+    def describe(self) -> str:
+        shapes = "; ".join(
+            f"{s} ({self.parameters[s] / 1e9:.3g}B): " + ", ".join(f"{k} {v:.2f}" for k, v in kinds.items())
+            for s, kinds in self.mfu.items()
+        )
+        return (
+            f"MFU per request kind from `{self.source}` (bench/gpu.py on {self.device}, {self.date[:10]}, of its "
+            f"measured {self.peak_tflops:.4g} TFLOP/s), the shape nearest in parameters: {shapes}; "
+            f"{self.fallback:.2f} for training and other kinds"
+        )
+
+
+def utilisation(mfu: float | None, mfu_file: str, root: Path = REPO) -> tuple[float | Utilisation, str]:
+    """What MFU the estimate uses, and a line saying so: ``--mfu`` when given, else ``bench/gpu.py``'s record in
+    ``mfu_file`` (relative to ``root``), else :data:`MFU`."""
+    if mfu is not None:
+        return mfu, f"MFU {mfu:.2f} for every request kind (--mfu)"
+    path = Path(mfu_file)
+    path = path if path.is_absolute() else root / path
+    if not path.is_file():
+        return MFU, (
+            f"no {mfu_file} (bench/gpu.py writes it on a GPU): MFU {MFU:.2f} assumed for every request kind, "
+            "not measured"
+        )
+    table = Utilisation.read(path, source=mfu_file)
+    return table, f"MFU per request kind and model shape from {mfu_file}, measured on {table.device} ({table.date})"
+
+
 def costs(
     cfg: Config,
     work: Sequence[Work],
     jobs: Sequence[Job],
     *,
-    mfu: float = MFU,
+    mfu: float | Utilisation = MFU,
     peak_tflops: float = PEAK_TFLOPS,
     load_gb_per_s: float = LOAD_GB_PER_S,
 ) -> list[Cost]:
@@ -759,8 +862,14 @@ def costs(
             )
         covered |= {id(j) for j in mine}
         total, active = (0.0, 0.0) if w.api else parameters(cfg, w.model)
-        flops = 2 * active * w.tokens + 2 * TRAIN_FACTOR * active * w.train_tokens
-        seconds = flops / (mfu * peak_tflops * 1e12) + w.loads * 2 * total / (load_gb_per_s * 1e9)
+        forward, train = 2 * active * w.tokens, 2 * TRAIN_FACTOR * active * w.train_tokens
+        if isinstance(mfu, Utilisation):
+            forward_mfu, train_mfu = mfu.of(request_kind(w), active), mfu.fallback
+        else:
+            forward_mfu = train_mfu = mfu
+        seconds = (forward / forward_mfu + train / train_mfu) / (peak_tflops * 1e12)
+        seconds += w.loads * 2 * total / (load_gb_per_s * 1e9)
+        flops = forward + train
         out.append(Cost(w, len(mine), max(j.gpus for j in mine), seconds / len(mine) / 3600, flops))
     stray = [j for j in jobs if j.gpus > 0 and id(j) not in covered]
     if stray:
@@ -804,7 +913,7 @@ def report(
     lengths: Lengths,
     *,
     gpu_counts: Sequence[int],
-    mfu: float,
+    mfu: float | Utilisation,
     peak_tflops: float,
     dag_seconds: float | None = None,
     top: int = 10,
@@ -814,8 +923,9 @@ def report(
     gpu_hours = sum(c.gpu_hours for c in gpu)
     gpu_memory_gb = cfg.gpu_memory_gb
     built = f", dry run {dag_seconds:.1f} s" if dag_seconds is not None else ""
+    used = mfu.describe() if isinstance(mfu, Utilisation) else f"MFU {mfu:.2f}"
     out = [
-        f"Estimate for `{configfile}`: {len(jobs):,} jobs in the DAG{built}. MFU {mfu:.2f}, {peak_tflops:g} TFLOP/s "
+        f"Estimate for `{configfile}`: {len(jobs):,} jobs in the DAG{built}. {used}, {peak_tflops:g} TFLOP/s "
         f"and {gpu_memory_gb:g} GB per GPU; prompt lengths from {lengths.source}.",
         "",
     ]
@@ -895,7 +1005,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--configfile", default="config/config.yaml")
     parser.add_argument("--gpus", type=int, default=8, help="a cluster of this many GPUs (8, 32 and 64 are shown too)")
-    parser.add_argument("--mfu", type=float, default=MFU)
+    parser.add_argument("--mfu", type=float, help=f"one MFU for every request kind (default: --mfu-file's, else {MFU})")
+    parser.add_argument(
+        "--mfu-file", default=MFU_FILE, help="bench/gpu.py's JSON record: MFU per request kind and model shape"
+    )
     parser.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS)
     parser.add_argument("--load-gb-per-s", type=float, default=LOAD_GB_PER_S)
     parser.add_argument("--data", default="resources/data", help="raw data the prompts are built from")
@@ -916,6 +1029,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             listing, seconds = dry_run(configfile)
         jobs = parse_dag(listing)
+        mfu, said = utilisation(args.mfu, args.mfu_file)
+        print(f"bench/scale.py: {said}", file=sys.stderr)
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(_need(REPO / args.tokenizer, "zoo tokenizer")))
@@ -930,14 +1045,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg, data, tokenizer, encoder, sample=args.sample, per_word=args.tokens_per_word, source=source
         )
         work = model_work(cfg, lengths)
-        cost = costs(cfg, work, jobs, mfu=args.mfu, peak_tflops=args.peak_tflops, load_gb_per_s=args.load_gb_per_s)
+        cost = costs(cfg, work, jobs, mfu=mfu, peak_tflops=args.peak_tflops, load_gb_per_s=args.load_gb_per_s)
     except (ConfigError, EstimateError) as err:
         print(f"bench/scale.py: {err}", file=sys.stderr)
         return 2
     counts = sorted({args.gpus, 8, 32, 64})
-    settings = {"mfu": args.mfu, "peak_tflops": args.peak_tflops}
     text = report(
-        cfg, args.configfile, jobs, cost, lengths, gpu_counts=counts, dag_seconds=seconds, top=args.top, **settings
+        cfg,
+        args.configfile,
+        jobs,
+        cost,
+        lengths,
+        gpu_counts=counts,
+        dag_seconds=seconds,
+        top=args.top,
+        mfu=mfu,
+        peak_tflops=args.peak_tflops,
     )
     print(text, end="")
     return 0

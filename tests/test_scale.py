@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -299,3 +300,80 @@ def test_the_real_dag_has_a_job_for_every_estimate_and_an_estimate_for_every_gpu
     cost = scale.costs(cfg, scale.model_work(cfg, lengths(cfg)), jobs)  # raises on any disagreement
     assert {c.work.rule for c in cost} >= {j.rule for j in jobs if j.gpus}
     assert (sum(c.gpu_hours for c in cost) > 0) == (configfile == "config/config.yaml")  # the demo asks for no GPU
+
+
+# ----------------------------------------------------------------------------- MFU measured by bench/gpu.py
+
+
+def gpu_record(path: Path) -> Path:
+    """A record in bench/gpu.py's JSON layout (only the keys bench/scale.py reads, and a few more)."""
+    record = {
+        "device": "NVIDIA H200",
+        "device_type": "cuda",
+        "date": "2026-11-28T12:00:00+00:00",
+        "peak_tflops": 784.0,
+        "shapes": {"1b": {"parameters": 1.5e9, "workloads": {}}, "8b": {"parameters": 8.0e9, "workloads": {}}},
+        "mfu": {
+            "1b": {"risk_scores": 0.2, "label_scores": 0.04, "word_sampling": 0.015, "numeric": 0.1},
+            "8b": {"risk_scores": 0.4, "label_scores": 0.25, "word_sampling": 0.1, "numeric": 0.35},
+        },
+    }
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_mfu_per_request_kind_and_nearest_shape_from_the_gpu_record(tmp_path: Path) -> None:
+    table = scale.Utilisation.read(gpu_record(tmp_path / "engine-gpu.json"))
+    assert (table.device, table.peak_tflops) == ("NVIDIA H200", 784.0)
+    assert table.of("risk_scores", 7.24e9) == 0.4 and table.of("risk_scores", 70e9) == 0.4  # nearest: 8b
+    assert table.of("numeric", 1.2e9) == 0.1 and table.of("label_scores", 2.5e9) == 0.04  # 2.5B is nearer 1.5B
+    assert table.of(None, 8e9) == scale.MFU and table.of("embeddings", 8e9) == scale.MFU
+    kinds = {
+        scale.request_kind(scale.Work("riskscores", "riskscores_infer", "m", {"rs_prompting": p})) for p in
+        ("multiple_choice", "numeric")
+    }  # fmt: skip
+    assert kinds == {"risk_scores", "numeric"}
+    assert scale.request_kind(scale.Work("nextword", "nextword_sample", "m", {})) == "word_sampling"
+    assert scale.request_kind(scale.Work("decisionrisk", "decisionrisk_encoder", "m", {})) is None
+
+    # the hand-made config: the 7.24B model's risk scores at 40%, numeric at 35%, instead of 50% for both
+    cfg = parse_config(HAND)
+    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50, tail=12))
+    jobs = scale.parse_dag(listing(hand_dag()))
+    flat = {
+        (c.work.rule, c.work.match.get("rs_prompting")): c
+        for c in scale.costs(cfg, work, jobs, mfu=0.5, peak_tflops=100, load_gb_per_s=1e9)
+        if c.work.model == "m7"
+    }
+    measured = {
+        (c.work.rule, c.work.match.get("rs_prompting")): c
+        for c in scale.costs(cfg, work, jobs, mfu=table, peak_tflops=100, load_gb_per_s=1e9)
+        if c.work.model == "m7"
+    }
+    factors = {
+        ("riskscores_infer", "multiple_choice"): 0.5 / 0.4,
+        ("riskscores_infer", "numeric"): 0.5 / 0.35,
+        ("riskscores_importance", None): 0.5 / 0.4,
+    }
+    for key, factor in factors.items():
+        assert measured[key].job_hours == pytest.approx(flat[key].job_hours * factor, rel=1e-6), key
+    text = scale.report(cfg, "hand.yaml", jobs, list(measured.values()), lengths(cfg), gpu_counts=[8], mfu=table,
+                        peak_tflops=100)  # fmt: skip
+    assert "bench/gpu.py on NVIDIA H200, 2026-11-28, of its measured 784 TFLOP/s" in text
+    assert "8b (8B): risk_scores 0.40, label_scores 0.25" in text and "0.50 for training and other kinds" in text
+
+
+def test_mfu_source_is_said_and_falls_back_to_the_assumption_without_a_record(tmp_path: Path) -> None:
+    mfu, said = scale.utilisation(None, "docs/engine-gpu.json", root=tmp_path)
+    assert mfu == scale.MFU and "no docs/engine-gpu.json" in said and "0.50 assumed" in said
+    gpu_record(tmp_path / "gpu.json")
+    table, said = scale.utilisation(None, "gpu.json", root=tmp_path)
+    assert isinstance(table, scale.Utilisation) and table.source == "gpu.json"
+    assert (
+        said
+        == "MFU per request kind and model shape from gpu.json, measured on NVIDIA H200 (2026-11-28T12:00:00+00:00)"
+    )
+    assert scale.utilisation(0.3, "gpu.json", root=tmp_path) == (0.3, "MFU 0.30 for every request kind (--mfu)")
+    (tmp_path / "bad.json").write_text('{"device": "x"}')
+    with pytest.raises(scale.EstimateError, match=r"bad\.json: not a bench/gpu\.py record"):
+        scale.utilisation(None, "bad.json", root=tmp_path)
