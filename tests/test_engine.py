@@ -61,14 +61,14 @@ def test_numbers_do_not_depend_on_batch_size(arch: str, tiny_models: dict[str, P
 
 def test_out_of_memory_halves_the_batch(tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     engine = HFEngine(str(tiny_models["llama"]), token_budget=1 << 20)
-    real = engine.runner.forward
+    real = engine.runner._launch
 
-    def flaky(batch: list) -> list:  # type: ignore[type-arg]
-        if len(batch) > 3:
+    def flaky(plan: object, a: int, b: int) -> object:
+        if b - a > 3:
             raise torch.OutOfMemoryError("simulated")
-        return real(batch)
+        return real(plan, a, b)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(engine.runner, "forward", flaky)
+    monkeypatch.setattr(engine.runner, "_launch", flaky)
     got = engine.continuation_scores(REQUESTS)
     want = HFEngine(str(tiny_models["llama"])).continuation_scores(REQUESTS)
     for x, y in zip(got, want, strict=True):

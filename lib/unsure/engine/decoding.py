@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 from transformers.generation.logits_process import (
     LogitsProcessorList,
@@ -95,7 +96,8 @@ class Decoder:
         """
         runner = self.runner
         start = time.perf_counter()
-        head = shared_head(torch.tensor([c[: min(map(len, contexts))] for c in contexts]), list(map(len, contexts)))
+        shortest = min(map(len, contexts))
+        head = shared_head(np.array([c[:shortest] for c in contexts]), [len(c) for c in contexts])
         ids, mask = runner.left_padded([c[head:] for c in contexts])
         positions = head + (mask.cumsum(dim=1) - 1).clamp(min=0)
         allowed_ids = torch.tensor(allowed, device=runner.model.get_output_embeddings().weight.device)
@@ -179,10 +181,11 @@ class Decoder:
         it draws alone, up to float noise in the logits of a differently shaped batch.
         """
         groups: list[SampleGroup] = []
-        for i, req in enumerate(requests):
+        for req in requests:
             if req.n < 1:
                 raise ValueError(f"word sampling needs n >= 1, got {req.n}")
-            context = self.codec.encode(req.context)
+        contexts = self.codec.encode_many([req.context for req in requests])
+        for i, (req, context) in enumerate(zip(requests, contexts, strict=True)):
             for chunk, offset in enumerate(range(0, req.n, SAMPLE_CHUNK)):
                 seed = int.from_bytes(hashlib.sha256(f"{req.seed}:{chunk}".encode()).digest()[:8], "little")
                 groups.append(SampleGroup(i, req, context, min(SAMPLE_CHUNK, req.n - offset), seed))
@@ -217,13 +220,14 @@ class Decoder:
             gens = [torch.Generator(device=device).manual_seed(g.seed) for g in groups]
             words: list[list[str]] = [[] for _ in groups]
             rejected = [0] * len(groups)
-            prefixes: list[list[int]] = [[] for _ in groups]
+            prefixes: list[tuple[int, ...]] = [() for _ in groups]
+            memo: dict[tuple[int, ...], str] = {}  # groups often draw the same tokens
             owner, counts = list(range(len(groups))), [g.size for g in groups]
             eos = tokenizer.eos_token_id
             for step in range(max(g.request.max_new_tokens for g in groups)):
                 for g, rows in _runs(owner):
                     if warpers[g]:
-                        history = torch.tensor([groups[g].context + p for p in prefixes[rows]], device=device)
+                        history = torch.tensor([[*groups[g].context, *p] for p in prefixes[rows]], device=device)
                         logits[rows] = warpers[g](history, logits[rows])
                 draws = torch.repeat_interleave(torch.tensor(counts, device=device))
                 uniform = torch.cat(
@@ -235,13 +239,14 @@ class Decoder:
                 drawn = _inverse_cdf(logits, draws, uniform)
                 pairs, n_pair = torch.unique(torch.stack([draws, drawn], dim=1), dim=0, return_counts=True)
                 parents, kept = [], []
-                for (row, token), k in zip(pairs.tolist(), n_pair.tolist(), strict=True):
-                    g, seq = owner[row], [*prefixes[row], token]
+                drawn_pairs = pairs.tolist()
+                seqs = [(*prefixes[row], token) for row, token in drawn_pairs]
+                texts = self.codec.decode_many(seqs, memo)
+                for (row, token), k, seq, text in zip(drawn_pairs, n_pair.tolist(), seqs, texts, strict=True):
+                    g = owner[row]
                     # Only the end of the text settles a word at its end; running out of new
                     # tokens does not (the word may go on), so such samples are rejected.
-                    word, done = first_word(
-                        tokenizer.decode(seq, skip_special_tokens=True), finished=eos is not None and token == eos
-                    )
+                    word, done = first_word(text, finished=eos is not None and token == eos)
                     if done and word is not None:
                         words[g] += [word] * k
                     elif done or step == groups[g].request.max_new_tokens - 1:

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, TypeVar
 
 import numpy as np
@@ -157,101 +158,110 @@ class Runner:
     # ------------------------------------------------------------------ packed forward
 
     def run_packed(self, items: Sequence[Packed]) -> list[PackedResult]:
-        """Score packed sequences in token-budget batches of similar length."""
-        return self.in_batches(items, [p.length for p in items], self.forward)
+        """Score packed sequences in token-budget batches of similar length.
 
-    def forward(self, batch: list[Packed]) -> list[PackedResult]:
-        """One batch of packed sequences: log-probs of every continuation token and of every read id."""
+        The sequences are laid out once as flat host arrays (:class:`Plan`); a batch is a slice
+        of them. Each batch is launched, and the previous batch's results read, only after
+        the next one is on its way: on a GPU the host lays out batch ``k + 1`` while the device
+        runs batch ``k``, and the one synchronisation per batch is the read of its results.
+        """
+        if not items:
+            return []
         start = time.perf_counter()
-        width = max(p.length for p in batch)
-        ids = torch.zeros((len(batch), width), dtype=torch.long)
-        positions = torch.zeros((len(batch), width), dtype=torch.long)
-        segments = torch.full((len(batch), width), -1, dtype=torch.long)
-        rows: list[int] = []
-        cols: list[int] = []
-        targets: list[int] = []
-        read_rows: list[int] = []
-        read_cols: list[int] = []
-        spans: list[tuple[int, list[tuple[int, int]]]] = []
-        for b, item in enumerate(batch):
-            n_ctx = len(item.context)
-            ids[b, :n_ctx] = torch.tensor(item.context)
-            positions[b, :n_ctx] = torch.arange(n_ctx)
-            segments[b, :n_ctx] = 0
-            start_col = n_ctx
-            cont_spans = []
-            for s, cont in enumerate(item.continuations, start=1):
-                end = start_col + len(cont)
-                ids[b, start_col:end] = torch.tensor(cont)
-                positions[b, start_col:end] = torch.arange(n_ctx, n_ctx + len(cont))
-                segments[b, start_col:end] = s
-                if item.read_tails:  # a tail is read after its last token (the context's, if empty)
-                    read_rows.append(b)
-                    read_cols.append(end - 1 if cont else n_ctx - 1)
-                else:
-                    predictors = [n_ctx - 1, *range(start_col, end - 1)]
-                    cont_spans.append((len(targets), len(cont)))
-                    rows += [b] * len(cont)
-                    cols += predictors
-                    targets += cont
-                start_col = end
-            spans.append((len(read_rows), cont_spans))
-            if item.read_ids and not item.read_tails:
-                read_rows.append(b)
-                read_cols.append(n_ctx - 1)
-        mask = self._packed_mask(segments)
-        head = shared_head(ids, [len(p.context) for p in batch])
-        attended = int(((positions + 1) * (segments >= 0)).sum()) - (len(batch) - 1) * causal_pairs([head])
+        order = sorted(range(len(items)), key=lambda i: -items[i].length)
+        plan = Plan([items[i] for i in order])
+        scores = Scores.empty(plan)
+        pending: list[_Launched] = []
+        for batch in self._batches(list(range(len(order))), np.diff(plan.item_start).tolist()):
+            launched = self._launch_with_backoff(plan, batch[0], batch[-1] + 1)
+            for done in pending:
+                scores.fill(done)
+            pending = launched
+        for done in pending:
+            scores.fill(done)
+        self.counters.seconds += time.perf_counter() - start
+        results = scores.results(plan)
+        out: list[PackedResult] = [results[0]] * len(items)
+        for k, i in enumerate(order):
+            out[i] = results[k]
+        return out
+
+    def _launch_with_backoff(self, plan: Plan, a: int, b: int) -> list[_Launched]:
+        """:meth:`_launch` of plan items ``a:b``; out of memory halves the span (and the token budget)."""
+        try:
+            return [self._launch(plan, a, b)]
+        except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
+            if not _is_out_of_memory(err) or b - a == 1:
+                raise
+            torch.cuda.empty_cache()
+            self.token_budget = max(1, self.token_budget // 2)
+            log.warning("out of memory with %d sequences; halving (token budget now %d)", b - a, self.token_budget)
+            half = (a + b) // 2
+            return self._launch_with_backoff(plan, a, half) + self._launch_with_backoff(plan, half, b)
+
+    def _launch(self, plan: Plan, a: int, b: int) -> _Launched:
+        """Lay out plan items ``a:b`` on the host, send them, and queue the model's work on them;
+        the results stay on the device until :meth:`_Launched.read`."""
+        lay = plan.layout(a, b)
+        dev = {name: self._to_device(arr) for name, arr in lay.arrays.items()}
         with torch.inference_mode():
+            mask = self._packed_mask(dev["segments"])
             cache = None
-            if head:  # the tokens every row starts with, encoded once; each row attends to their cache
-                cache = self.head_cache(ids[0, :head].tolist(), len(batch))
-                ids, positions, segments, mask = (
-                    ids[:, head:],
-                    positions[:, head:],
-                    segments[:, head:],
-                    mask[:, :, head:],
-                )
-                cols = [c - head for c in cols]
-                read_cols = [c - head for c in read_cols]
+            if lay.head:  # the tokens every row starts with, encoded once; each row attends to their cache
+                cache = self.head_cache(lay.head_ids, b - a)
             hidden = self.model.base_model(
-                input_ids=ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                position_ids=positions.to(self.device),
+                input_ids=dev["ids"][:, lay.head :],
+                attention_mask=mask[:, :, lay.head :],
+                position_ids=dev["positions"][:, lay.head :],
                 cache=cache,
                 use_cache=cache is not None,
             ).last_hidden_state
-            token_lp, token_greedy = self._gather_logprobs(hidden, rows, cols, targets)
-            read_lp = self._read_logprobs(hidden, read_rows, read_cols, batch)
-        self.count(head + int((segments >= 0).sum()), start, logits=len(rows) + len(read_rows), attended=attended)
-        results = []
-        read_index = 0
-        for item, (_, cont_spans) in zip(batch, spans, strict=True):
-            lps = [token_lp[o : o + n] for o, n in cont_spans]
-            greedy = [token_greedy[o : o + n] for o, n in cont_spans]
-            if item.read_tails:
-                n = len(item.continuations)
-                read = np.stack(read_lp[read_index : read_index + n])
-                read_index += n
-            elif item.read_ids:
-                read = read_lp[read_index]
-                read_index += 1
-            else:
-                read = np.empty(0)
-            results.append(PackedResult(lps, greedy, read))
-        return results
+            out = self._reads(hidden, dev, lay.head)
+        self.count(lay.tokens, None, logits=lay.logit_rows, attended=lay.attended)
+        return _Launched(a, b, self._to_host(out))
+
+    def _reads(self, hidden: torch.Tensor, dev: dict[str, torch.Tensor], head: int) -> torch.Tensor:
+        """Log-probs of the scored tokens, their greedy flags, and the log-probs of the read ids, as
+        one float64 tensor (one transfer): the output projection only on the positions read."""
+        parts = []
+        if dev["score_rows"].numel():
+            logits = self.logits(hidden[dev["score_rows"], dev["score_cols"] - head])
+            targets = dev["targets"][:, None]
+            parts += [
+                torch.log_softmax(logits, dim=-1).gather(1, targets)[:, 0].double(),
+                (logits.argmax(dim=-1, keepdim=True) == targets)[:, 0].double(),
+            ]
+        if dev["read_rows"].numel():
+            logprobs = torch.log_softmax(self.logits(hidden[dev["read_rows"], dev["read_cols"] - head]), dim=-1)
+            parts.append(logprobs.gather(1, dev["read_ids"]).double().flatten())
+        return torch.cat(parts) if parts else torch.empty(0, dtype=torch.float64, device=hidden.device)
+
+    def _to_device(self, arr: npt.NDArray[np.int64]) -> torch.Tensor:
+        """A host array on the model's device: through pinned memory, not waiting for the copy."""
+        host = torch.from_numpy(arr)
+        if self.device.type != "cuda":
+            return host
+        return host.pin_memory().to(self.device, non_blocking=True)
+
+    def _to_host(self, out: torch.Tensor) -> torch.Tensor:
+        """The results' copy to (pinned) host memory, queued behind the model's work."""
+        if out.device.type != "cuda":
+            return out
+        host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
+        host.copy_(out, non_blocking=True)
+        return host
 
     def _packed_mask(self, segments: torch.Tensor) -> torch.Tensor:
-        """Additive 4-D mask: causal within the context and within each continuation,
-        every continuation sees the context, padding sees only itself."""
+        """Additive 4-D mask, built where ``segments`` are (the device): causal within the context
+        and within each continuation, every continuation sees the context, padding sees only itself."""
         width = segments.shape[1]
         q_seg = segments[:, :, None]
         k_seg = segments[:, None, :]
-        causal = torch.ones(width, width, dtype=torch.bool).tril()
+        causal = torch.ones(width, width, dtype=torch.bool, device=segments.device).tril()
         allowed = causal & (k_seg >= 0) & ((k_seg == 0) | (k_seg == q_seg))
-        allowed |= torch.eye(width, dtype=torch.bool)  # a padded query attends to itself: no NaN rows
-        zero = torch.zeros((), dtype=self.dtype)
-        blocked = torch.tensor(torch.finfo(self.dtype).min, dtype=self.dtype)
+        allowed |= torch.eye(width, dtype=torch.bool, device=segments.device)  # a padded query sees itself: no NaN
+        zero = torch.zeros((), dtype=self.dtype, device=segments.device)
+        blocked = torch.tensor(torch.finfo(self.dtype).min, dtype=self.dtype, device=segments.device)
         return torch.where(allowed, zero, blocked)[:, None, :, :]
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -262,56 +272,193 @@ class Runner:
             logits = torch.tanh(logits / softcap) * softcap
         return logits
 
-    def _gather_logprobs(
-        self, hidden: torch.Tensor, rows: list[int], cols: list[int], targets: list[int]
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-        if not rows:
-            return np.empty(0), np.empty(0, dtype=bool)
-        logits = self.logits(hidden[torch.tensor(rows), torch.tensor(cols)])
-        logprobs = torch.log_softmax(logits, dim=-1)
-        tgt = torch.tensor(targets, device=logits.device)
-        picked = logprobs.gather(1, tgt[:, None])[:, 0]
-        greedy = logits.argmax(dim=-1) == tgt
-        return picked.double().cpu().numpy(), greedy.cpu().numpy()
-
-    def _read_logprobs(
-        self, hidden: torch.Tensor, rows: list[int], cols: list[int], batch: list[Packed]
-    ) -> list[npt.NDArray[np.float64]]:
-        if not rows:
-            return []
-        logprobs = torch.log_softmax(self.logits(hidden[torch.tensor(rows), torch.tensor(cols)]), dim=-1)
-        out = []
-        for j, b in enumerate(rows):
-            ids = torch.tensor(batch[b].read_ids, device=logprobs.device)
-            out.append(logprobs[j, ids].double().cpu().numpy())
-        return out
-
     def head_cache(self, head: list[int], rows: int) -> Any:
         """The KV cache of ``head``, the opening a batch's rows share, run once and repeated for ``rows`` rows."""
-        cache = self.model.base_model(
-            input_ids=torch.tensor([head], device=self.device), use_cache=True
-        ).cache
+        cache = self.model.base_model(input_ids=torch.tensor([head], device=self.device), use_cache=True).cache
         cache.batch_repeat_interleave(rows)
         return cache
 
-    def left_padded(self, contexts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def left_padded(self, contexts: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Ids and attention mask with every context ending in the last column, so the
         new tokens of all rows line up; on the model's input device."""
-        width = max(len(c) for c in contexts)
-        ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(contexts), width), dtype=torch.long)
-        for b, ctx in enumerate(contexts):
-            ids[b, width - len(ctx) :] = torch.tensor(ctx)
-            mask[b, width - len(ctx) :] = 1
-        return ids.to(self.device), mask.to(self.device)
+        lengths = np.fromiter(map(len, contexts), np.int64, len(contexts))
+        flat = np.fromiter(chain.from_iterable(contexts), np.int64)
+        rows = np.repeat(np.arange(len(contexts)), lengths)
+        width = int(lengths.max())
+        cols = np.arange(len(flat)) - _offsets(lengths)[rows] + (width - lengths)[rows]
+        ids = np.full((len(contexts), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(contexts), width), dtype=np.int64)
+        ids[rows, cols] = flat
+        mask[rows, cols] = 1
+        return self._to_device(ids), self._to_device(mask)
 
-    def count(self, tokens: int, start: float, *, passes: int = 1, logits: int = 0, attended: int = 0) -> None:
-        """Add one call's work to the counters (``start``: its ``perf_counter`` at the beginning)."""
+    def count(self, tokens: int, start: float | None, *, passes: int = 1, logits: int = 0, attended: int = 0) -> None:
+        """Add one call's work to the counters (``start``: its ``perf_counter`` at the beginning, if timed)."""
         self.counters.tokens += tokens
         self.counters.attended += attended
         self.counters.logit_rows += logits
         self.counters.forward_passes += passes
-        self.counters.seconds += time.perf_counter() - start
+        if start is not None:
+            self.counters.seconds += time.perf_counter() - start
+
+
+def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Start of each run of these lengths, and the total at the end."""
+    return np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths, dtype=np.int64)])
+
+
+class Plan:
+    """Packed sequences laid out once as flat host arrays, item by item in batch order.
+
+    Every token's item, column, position and segment (0 the context, ``s`` the
+    ``s``-th continuation), the tokens scored and the columns that predict them, and
+    the read positions with their ids, are computed here with array operations; a
+    batch (:meth:`layout`) is a slice of them scattered into its rows.
+    """
+
+    def __init__(self, items: Sequence[Packed]) -> None:
+        n = len(items)
+        n_seg = np.fromiter((1 + len(p.continuations) for p in items), np.int64, n)
+        seg_len = np.fromiter(
+            chain.from_iterable((len(p.context), *map(len, p.continuations)) for p in items), np.int64
+        )
+        self.tokens = np.fromiter(chain.from_iterable(chain(p.context, *p.continuations) for p in items), np.int64)
+        self.cont_lengths = seg_len
+        self.seg_first = _offsets(n_seg)
+        seg_item = np.repeat(np.arange(n), n_seg)
+        seg_no = np.arange(len(seg_len)) - self.seg_first[seg_item]
+        seg_start = _offsets(seg_len)
+        self.item_start = seg_start[self.seg_first]
+        tok_seg = np.repeat(np.arange(len(seg_len)), seg_len)
+        self.tok_item = seg_item[tok_seg]
+        flat = np.arange(len(self.tokens))
+        self.col = flat - self.item_start[self.tok_item]
+        self.ctx_len = seg_len[self.seg_first[:-1]]
+        offset = flat - seg_start[tok_seg]
+        self.segment = seg_no[tok_seg]
+        self.position = np.where(self.segment == 0, offset, self.ctx_len[self.tok_item] + offset)
+        self.tails = np.fromiter((p.read_tails for p in items), bool, n)
+        self.score_token = np.flatnonzero((self.segment > 0) & ~self.tails[self.tok_item])
+        first = offset[self.score_token] == 0  # a continuation's first token is read after the context
+        self.pred_col = np.where(
+            first, self.ctx_len[self.tok_item[self.score_token]] - 1, self.col[self.score_token] - 1
+        )
+        self.score_start = np.searchsorted(self.score_token, self.item_start)
+        # reads: after each tail of a read_tails item, else after the context of an item with read ids
+        n_ids = np.fromiter((len(p.read_ids) for p in items), np.int64, n)
+        read = np.where(self.tails[seg_item], seg_no > 0, (seg_no == 0) & (n_ids[seg_item] > 0))
+        read_seg = np.flatnonzero(read)
+        self.read_item = seg_item[read_seg]
+        tail_end = seg_start[read_seg + 1] - 1 - self.item_start[self.read_item]
+        after_context = (seg_no[read_seg] == 0) | (seg_len[read_seg] == 0)
+        self.read_col = np.where(after_context, self.ctx_len[self.read_item] - 1, tail_end)
+        self.read_start = np.searchsorted(self.read_item, np.arange(n + 1))
+        width = max(1, int(n_ids.max(initial=0)))
+        ids = np.zeros((n, width), dtype=np.int64)
+        ids[np.arange(width) < n_ids[:, None]] = np.fromiter(chain.from_iterable(p.read_ids for p in items), np.int64)
+        self.n_ids = n_ids
+        self.read_ids = ids[self.read_item]
+
+    def layout(self, a: int, b: int) -> Layout:
+        """Items ``a:b`` as one padded batch: ids, positions and segments of each row, the
+        scored tokens' rows, predicting columns and targets, the reads' rows, columns and ids."""
+        t0, t1 = self.item_start[a], self.item_start[b]
+        rows, cols = self.tok_item[t0:t1] - a, self.col[t0:t1]
+        shape = (b - a, int((self.item_start[a + 1 : b + 1] - self.item_start[a:b]).max()))
+        ids = np.zeros(shape, dtype=np.int64)
+        positions = np.zeros(shape, dtype=np.int64)
+        segments = np.full(shape, -1, dtype=np.int64)
+        ids[rows, cols] = self.tokens[t0:t1]
+        positions[rows, cols] = self.position[t0:t1]
+        segments[rows, cols] = self.segment[t0:t1]
+        scored = self.score_token[self.score_start[a] : self.score_start[b]]
+        s = slice(self.score_start[a], self.score_start[b])
+        r = slice(self.read_start[a], self.read_start[b])
+        head = shared_head(ids, self.ctx_len[a:b])
+        valid = segments >= 0
+        return Layout(
+            arrays={
+                "ids": ids,
+                "positions": positions,
+                "segments": segments,
+                "score_rows": self.tok_item[scored] - a,
+                "score_cols": self.pred_col[s],
+                "targets": self.tokens[scored],
+                "read_rows": self.read_item[r] - a,
+                "read_cols": self.read_col[r],
+                "read_ids": self.read_ids[r],
+            },
+            head=head,
+            head_ids=ids[0, :head].tolist(),
+            tokens=head + int(valid[:, head:].sum()),
+            logit_rows=len(scored) + r.stop - r.start,
+            attended=int(((positions + 1) * valid).sum()) - (b - a - 1) * causal_pairs([head]),
+        )
+
+
+@dataclass
+class Layout:
+    """One batch on the host: its arrays (see :meth:`Plan.layout`), its shared opening, its work."""
+
+    arrays: dict[str, npt.NDArray[np.int64]]
+    head: int
+    head_ids: list[int]
+    tokens: int
+    logit_rows: int
+    attended: int
+
+
+@dataclass
+class _Launched:
+    """Plan items ``a:b``, their results on their way to the host (read once, by :meth:`Scores.fill`)."""
+
+    a: int
+    b: int
+    out: torch.Tensor
+
+
+@dataclass
+class Scores:
+    """The results of a whole plan, filled batch by batch."""
+
+    token_logprobs: npt.NDArray[np.float64]
+    token_greedy: npt.NDArray[np.bool_]
+    read_logprobs: npt.NDArray[np.float64]
+    plan: Plan
+
+    @classmethod
+    def empty(cls, plan: Plan) -> Scores:
+        n = len(plan.score_token)
+        return cls(np.empty(n), np.empty(n, dtype=bool), np.empty(plan.read_ids.shape), plan)
+
+    def fill(self, done: _Launched) -> None:
+        """Read one batch's results (the synchronisation point) into place."""
+        plan = self.plan
+        out = done.out.numpy()  # waits for the copy queued behind the batch's work
+        s0, s1 = plan.score_start[done.a], plan.score_start[done.b]
+        r0, r1 = plan.read_start[done.a], plan.read_start[done.b]
+        n = s1 - s0
+        self.token_logprobs[s0:s1] = out[:n]
+        self.token_greedy[s0:s1] = out[n : 2 * n] > 0
+        self.read_logprobs[r0:r1] = out[2 * n :].reshape(r1 - r0, self.read_logprobs.shape[1])
+
+    def results(self, plan: Plan) -> list[PackedResult]:
+        """One :class:`PackedResult` per plan item."""
+        out = []
+        for k in range(len(plan.ctx_len)):
+            s0, s1 = plan.score_start[k], plan.score_start[k + 1]
+            reads = self.read_logprobs[plan.read_start[k] : plan.read_start[k + 1], : plan.n_ids[k]]
+            if plan.tails[k]:
+                lps: list[npt.NDArray[np.float64]] = []
+                greedy: list[npt.NDArray[np.bool_]] = []
+                read = reads
+            else:
+                cuts = np.cumsum(plan.cont_lengths[plan.seg_first[k] + 1 : plan.seg_first[k + 1]])[:-1]
+                lps = np.split(self.token_logprobs[s0:s1], cuts)
+                greedy = np.split(self.token_greedy[s0:s1], cuts)
+                read = reads[0] if len(reads) else np.empty(0)
+            out.append(PackedResult(lps, greedy, read))
+        return out
 
 
 def causal_pairs(lengths: Iterable[int]) -> int:
@@ -324,15 +471,15 @@ SHARED_HEAD_MIN = 16
 header, the demonstrations of a task) encodes them once, as a KV cache every row attends to."""
 
 
-def shared_head(ids: torch.Tensor, context_lengths: list[int]) -> int:
+def shared_head(ids: npt.NDArray[np.int64], context_lengths: Sequence[int] | npt.NDArray[np.int64]) -> int:
     """How many leading tokens every row of a packed batch shares (0 if fewer than
     :data:`SHARED_HEAD_MIN`), short of each row's last context token, from which
     the first continuation token is read."""
-    limit = min(context_lengths) - 1
+    limit = int(min(context_lengths)) - 1
     if len(context_lengths) < 2 or limit < SHARED_HEAD_MIN:
         return 0
-    differs = (ids[:, :limit] != ids[:1, :limit]).any(dim=0)
-    head = int(differs.int().argmax()) if bool(differs.any()) else limit
+    differs = (ids[:, :limit] != ids[:1, :limit]).any(axis=0)
+    head = int(differs.argmax()) if differs.any() else limit
     return head if head >= SHARED_HEAD_MIN else 0
 
 

@@ -190,11 +190,13 @@ class HFEngine:
         are those of the request without it (causal attention), and
         ``eos_logprob`` holds the EOS token's.
         """
-        packed: list[Packed] = []
         for req in requests:
             if not req.continuations:
                 raise ValueError(f"continuation request with no continuations (context {req.context[:60]!r})")
-            pairs = [self.codec.split_pair(req.context, c) for c in req.continuations]
+        split = iter(self.codec.split_pairs([(req.context, c) for req in requests for c in req.continuations]))
+        packed: list[Packed] = []
+        for req in requests:
+            pairs = [next(split) for _ in req.continuations]
             contexts = {tuple(ctx) for ctx, _ in pairs}
             if len(contexts) != 1:  # cannot happen for well-behaved tokenizers; stay exact if it does
                 raise ValueError(
@@ -231,9 +233,11 @@ class HFEngine:
             variants = self.codec.option_token_ids(req.options)
             if variants:
                 ids = sorted({t for v in variants.values() for t in v if t is not None})
-                single[i] = (variants, ids, self.codec.encode(req.prompt))
+                single[i] = (variants, ids, [])
             else:
                 multi.append(i)
+        for i, tokens in zip(single, self.codec.encode_many([requests[i].prompt for i in single]), strict=True):
+            single[i][2].extend(tokens)
         groups = shared_prefix_groups({i: (tuple(ids), tokens) for i, (_, ids, tokens) in single.items()})
         packed = [
             Packed(
@@ -265,7 +269,7 @@ class HFEngine:
         digits = self.codec.digit_ids()
         if steps < 1:
             raise ValueError(f"{self.model_id}: numeric answers need steps >= 1, got {steps}")
-        chosen = self.decoder.greedy_tokens([self.encode(p) for p in prompts], digits, steps)
+        chosen = self.decoder.greedy_tokens(self.codec.encode_many(prompts), digits, steps)
         return [float("0." + "".join(self.tokenizer.convert_ids_to_tokens(ids))) for ids in chosen]
 
     def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
@@ -283,7 +287,7 @@ class HFEngine:
         """
         if max_new_tokens < 1:
             raise ValueError(f"{self.model_id}: max_new_tokens must be at least 1, got {max_new_tokens}")
-        return self.decoder.generate([self.encode(p) for p in prompts], max_new_tokens)
+        return self.decoder.generate(self.codec.encode_many(prompts), max_new_tokens)
 
     def sample_words(self, requests: Sequence[WordSamplingRequest]) -> list[WordSamples]:
         """First complete words of ancestral samples (see :meth:`Decoder.sample_words`)."""

@@ -60,6 +60,7 @@ class Codec:
         self._head: str | None = None
         self._system_turn: bool | None = None
         self._vocab: dict[str, int] | None = None
+        self._digits: list[int] | None = None
         prefix = tokenizer.bos_token_id
         self.prefix_id: int | None = prefix if prefix is not None else tokenizer.eos_token_id
         """The token an empty context becomes (BOS, else EOS)."""
@@ -83,27 +84,29 @@ class Codec:
         return [self.prefix_id]
 
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
-        """:meth:`encode` of each text, the tokenizer called once on the whole list (its Rust
-        core splits the work over threads)."""
-        if not texts:
-            return []
-        templated = [self._is_templated(t) for t in texts]
-        plain = [i for i, t in enumerate(templated) if not t]
-        out: list[list[int]] = [[] for _ in texts]
-        for special, idx in ((self.add_special_tokens, plain), (False, [i for i, t in enumerate(templated) if t])):
-            if not idx:
-                continue
-            ids: list[list[int]] = self.tokenizer([texts[i] for i in idx], add_special_tokens=special)["input_ids"]
-            for i, row in zip(idx, ids, strict=True):
-                out[i] = self._with_bos(row) if special else row
-        return [row or self.encode(texts[i]) for i, row in enumerate(out)]
+        """:meth:`encode` of each text, the tokenizer called on the whole list at once."""
+        return [ids or self.encode(text) for text, ids in zip(texts, self.tokens_many(texts), strict=True)]
 
     def tokens(self, text: str, special: bool | None = None) -> list[int]:
         """Token ids of ``text`` as the model reads it, possibly none."""
+        return self.tokens_many([text], special)[0]
+
+    def tokens_many(self, texts: Sequence[str], special: bool | None = None) -> list[list[int]]:
+        """:meth:`tokens` of each text: one tokenizer call per kind of text (plain, chat-templated),
+        whose Rust core splits the list over the host's cores."""
         if special is None:  # chat-templated text carries its own special tokens
-            special = self.add_special_tokens and not self._is_templated(text)
-        ids: list[int] = self.tokenizer(text, add_special_tokens=special)["input_ids"]
-        return self._with_bos(ids) if special else ids
+            flags = [self.add_special_tokens and not self._is_templated(t) for t in texts]
+        else:
+            flags = [special] * len(texts)
+        out: list[list[int]] = [[] for _ in texts]
+        for flag in (True, False):
+            idx = [i for i, f in enumerate(flags) if f is flag]
+            if not idx:
+                continue
+            ids: list[list[int]] = self.tokenizer([texts[i] for i in idx], add_special_tokens=flag)["input_ids"]
+            for i, row in zip(idx, ids, strict=True):
+                out[i] = self._with_bos(row) if flag else row
+        return out
 
     def _with_bos(self, ids: list[int]) -> list[int]:
         if self._bos is not None and ids[:1] != [self._bos]:
@@ -117,14 +120,32 @@ class Codec:
         so a continuation starting with a space is tokenised as it would be in
         running text; trailing spaces of the context move to the continuation.
         """
-        n_spaces = len(context) - len(context.rstrip())
-        if n_spaces:
-            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
-        ctx = self.tokens(context)
-        if ctx:
-            cont = self.tokens(context + continuation)[len(ctx) :]
-        else:
-            ctx, cont = self.encode(context), self.tokens(continuation, special=False)
+        return self.split_pairs([(context, continuation)])[0]
+
+    def split_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+        """:meth:`split_pair` of each pair, each distinct context and each whole text tokenised once,
+        in two tokenizer calls."""
+        moved = []
+        for context, continuation in pairs:
+            n_spaces = len(context) - len(context.rstrip())
+            if n_spaces:
+                context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+            moved.append((context, continuation))
+        distinct = list(dict.fromkeys(c for c, _ in moved))
+        context_ids = dict(zip(distinct, self.tokens_many(distinct), strict=True))
+        whole = self.tokens_many([c + k for c, k in moved])
+        out = []
+        for (context, continuation), full in zip(moved, whole, strict=True):
+            ctx = context_ids[context]
+            if ctx:
+                cont = full[len(ctx) :]
+            else:
+                ctx, cont = self.encode(context), self.tokens(continuation, special=False)
+            self._check_continuation(continuation, cont)
+            out.append((list(ctx), cont))
+        return out
+
+    def _check_continuation(self, continuation: str, cont: list[int]) -> None:
         if not cont:
             raise ValueError(f"{self.model_id}: continuation {continuation!r} encodes to no tokens")
         tok = self.tokenizer
@@ -134,7 +155,6 @@ class Codec:
                 f"{self.model_id}: continuation {continuation!r} holds text the tokenizer does not know "
                 f"(it encodes to the unknown token {tok.unk_token!r}); choose options the vocabulary can spell"
             )
-        return ctx, cont
 
     def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
         """A prompt through the model's chat template, ending where the reply begins."""
@@ -186,6 +206,28 @@ class Codec:
                 self._head = str(bos)
         return self._head
 
+    def decode_many(self, seqs: Sequence[tuple[int, ...]], memo: dict[tuple[int, ...], str]) -> list[str]:
+        """Texts of token sequences, special tokens skipped, as ``tokenizer.decode`` gives them;
+        sequences not in ``memo`` are decoded in one call of the Rust core, and added to it."""
+        new = list(dict.fromkeys(s for s in seqs if s not in memo))
+        if new:
+            backend = getattr(self.tokenizer, "backend_tokenizer", None)
+            if backend is None or self._decode_cleans_up(backend):
+                texts = [self.tokenizer.decode(list(s), skip_special_tokens=True) for s in new]
+            else:
+                texts = backend.decode_batch([list(s) for s in new], skip_special_tokens=True)
+            memo.update(zip(new, texts, strict=True))
+        return [memo[s] for s in seqs]
+
+    def _decode_cleans_up(self, backend: Any) -> bool:
+        """Whether ``tokenizer.decode`` edits the Rust core's text: its WordPiece-era clean-up of
+        spaces, which transformers skips for BPE models unless told to corrupt their output."""
+        tok = self.tokenizer
+        if not tok.clean_up_tokenization_spaces:
+            return False
+        forced = getattr(tok, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False)
+        return type(backend.model).__name__ != "BPE" or bool(forced)
+
     def vocab(self) -> dict[str, int]:
         """The tokenizer's vocabulary, built once (``get_vocab`` copies it on every call)."""
         if self._vocab is None:
@@ -207,10 +249,11 @@ class Codec:
 
     def digit_ids(self) -> list[int]:
         """Ids of the vocabulary's digit tokens, ascending."""
-        digits = sorted(i for tok, i in self.vocab().items() if tok.isdecimal())
-        if not digits:
+        if self._digits is None:
+            self._digits = sorted(i for tok, i in self.vocab().items() if tok.isdecimal())
+        if not self._digits:
             raise ValueError(f"{self.model_id}: the vocabulary has no digit tokens for numeric answers")
-        return digits
+        return self._digits
 
     def eos_id(self) -> int:
         """The EOS id, scored after a continuation on request."""
