@@ -234,3 +234,48 @@ def test_no_request_kind_passes_a_keyword_transformers_deprecates(arch: str, tin
         engine.numeric([opening + "The probability is 0.", opening + "It is 0."])
         engine.generate([opening + "Say:"], max_new_tokens=3)
         engine.sample_words([WordSamplingRequest(opening + "The", n=20, seed=0, max_new_tokens=3)])
+
+
+SYNCING = ("tolist", "item", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__")
+"""Tensor methods that make the host wait for the device (on a GPU) before it can go on."""
+
+
+def _syncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every call of a synchronising tensor method from now on, by name."""
+    calls: list[str] = []
+    for name in SYNCING:
+        real = getattr(torch.Tensor, name)
+
+        def spy(self: torch.Tensor, *args: object, _real: object = real, _name: str = name) -> object:
+            calls.append(_name)
+            return _real(self, *args)  # type: ignore[operator]
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    return calls
+
+
+def test_the_host_waits_for_the_device_once_per_batch_not_per_row_or_step(
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packed scoring reads each batch's results once, however many rows and reads it holds;
+    greedy decoding reads its tokens once per batch, however many steps it takes."""
+    engine = HFEngine(str(tiny_models["llama"]), token_budget=1 << 20)
+    few = [ContinuationRequest(c, k) for c, k in zip(CONTEXTS, CONTINUATIONS, strict=True)]
+    counts = []
+    for requests in (few, few * 8):
+        for kind in ("scores", "choices"):
+            calls = _syncs(monkeypatch)
+            if kind == "scores":
+                engine.continuation_scores(requests)
+            else:
+                engine.choice_probs([ChoiceRequest(r.context, ("A", "B")) for r in requests])
+            counts.append(len(calls))
+            monkeypatch.undo()
+    assert counts[:2] == counts[2:]  # 4 requests or 32, one batch: the same waits
+    waits = []
+    for steps in (1, 6):
+        calls = _syncs(monkeypatch)
+        engine.numeric(["The probability is 0.", "It is 0.", "0."], steps=steps)
+        waits.append(len(calls))
+        monkeypatch.undo()
+    assert waits[0] == waits[1] <= 2

@@ -24,7 +24,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from unsure.engine.forward import Runner, causal_pairs, shared_head
+from unsure.engine.forward import Runner, additive_mask, causal_pairs, shared_head
 from unsure.engine.requests import WordSamples, WordSamplingRequest
 from unsure.engine.tokens import Codec
 from unsure.engine.words import first_word
@@ -107,15 +107,24 @@ class Decoder:
             if head:  # the opening every prompt shares, encoded once; the padding sits after it, masked
                 cache = runner.head_cache(contexts[0][:head], len(contexts))
                 mask = torch.cat([torch.ones((len(contexts), head), dtype=mask.dtype, device=mask.device), mask], dim=1)
+            # 4-D masks built here: from a 2-D one transformers would ask the device whether any row is padded
+            keys = torch.arange(mask.shape[1], device=mask.device)
+            queries = head + torch.arange(ids.shape[1], device=mask.device)
+            seen = (keys <= queries[:, None]) & mask[:, None, :].bool() | (keys == queries[:, None])
             for _ in range(steps):
                 out = runner.model.base_model(
-                    input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True
+                    input_ids=ids,
+                    attention_mask=additive_mask(seen, runner.dtype),
+                    position_ids=positions,
+                    cache=cache,
+                    use_cache=True,
                 )
                 logits = runner.logits(out.last_hidden_state[:, -1])
                 ids = allowed_ids[logits[:, allowed_ids].argmax(dim=-1)][:, None].to(runner.device)
                 chosen.append(ids)
                 cache = out.cache
                 mask = torch.cat([mask, torch.ones_like(ids)], dim=1)
+                seen = mask[:, None, :].bool()
                 positions = positions[:, -1:] + 1
         runner.count(
             head + sum(len(c) - head for c in contexts) + len(contexts) * (steps - 1),

@@ -260,9 +260,7 @@ class Runner:
         causal = torch.ones(width, width, dtype=torch.bool, device=segments.device).tril()
         allowed = causal & (k_seg >= 0) & ((k_seg == 0) | (k_seg == q_seg))
         allowed |= torch.eye(width, dtype=torch.bool, device=segments.device)  # a padded query sees itself: no NaN
-        zero = torch.zeros((), dtype=self.dtype, device=segments.device)
-        blocked = torch.tensor(torch.finfo(self.dtype).min, dtype=self.dtype, device=segments.device)
-        return torch.where(allowed, zero, blocked)[:, None, :, :]
+        return additive_mask(allowed, self.dtype)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits of ``hidden`` states, soft-capped where the model caps them (Gemma-2)."""
@@ -459,6 +457,14 @@ class Scores:
                 read = reads[0] if len(reads) else np.empty(0)
             out.append(PackedResult(lps, greedy, read))
         return out
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The ``(batch, 1, queries, keys)`` additive attention mask of a boolean ``(batch, queries, keys)``
+    one: 0 where a query sees a key, the dtype's lowest value where it does not."""
+    zero = torch.zeros((), dtype=dtype, device=allowed.device)
+    blocked = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=allowed.device)
+    return torch.where(allowed, zero, blocked)[:, None]
 
 
 def causal_pairs(lengths: Iterable[int]) -> int:
