@@ -12,9 +12,11 @@ Here a 1-layer, 64-wide Llama with a real tokenizer (Llama-3's 128k vocabulary)
 makes the model's share small, and the model's work is timed apart: the body's
 forward, the output projection, the log-softmax and reads on its output, the
 attention layout built from the host's segments, and the sampler's inverse CDF
-(all of which a GPU runs). Host time is the wall time less those. Prints, per
-request kind, host µs per token run (and for sampling, host seconds), and writes
-them as a Markdown table to ``--out``.
+(all of which a GPU runs). Times are the process's CPU seconds (``process_time``:
+other processes on the machine do not count; the tokenizer's threads do), torch
+on one thread. Host time is the total less the model's; the tokenizer's share
+(its Rust core, spread over the host's cores on a larger machine) is given apart.
+Prints, per request kind, host µs per token run, and writes the table to ``--out``.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ import torch
 from bench.engine import NEW_TOKENS, acs_rows, sni_requests
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from unsure.engine import ContinuationRequest, WordSamplingRequest, decoding, forward
+from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest, decoding, forward, tokens
 from unsure.engine.hf import HFEngine
 from unsure.generate.text import sentences
-from unsure.riskscores.scoring import make_scorer
+from unsure.riskscores.prompts import build_prompt
+from unsure.riskscores.scoring import LETTERS
 from unsure.riskscores.tasks import FOLKTABLES
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "shared/data/tokenizers/llama-3-8b-instruct"
@@ -45,9 +48,15 @@ DEVICE_WORK = (
     (forward.Runner, "_reads"),
     (forward.Runner, "_packed_mask"),
     (decoding, "_inverse_cdf"),
+    (decoding, "prompt_mask"),
+    (decoding, "greedy_pick"),
+    (forward.Runner, "head_cache"),
+    (decoding, "additive_mask"),
 )
 """Functions whose time is the device's: each runs torch kernels on the model's output or
 builds the attention layout from tensors already on the device."""
+TOKENIZER_WORK = ((tokens.Codec, "tokens_many"), (tokens.Codec, "decode_many"))
+"""The tokenizer's calls (its Rust core, which spreads a list over the host's cores), timed apart."""
 
 
 def build_model(root: Path, tokenizer: Path) -> Path:
@@ -83,84 +92,92 @@ class Clock:
             if self.depth:
                 return fn(*args, **kwargs)
             self.depth += 1
-            start = time.perf_counter()
+            start = time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - start
+                self.seconds += time.process_time() - start
                 self.depth -= 1
 
         return timed
 
 
 @contextmanager
-def device_clock(engine: HFEngine) -> Iterator[Clock]:
-    """Time the model's body and :data:`DEVICE_WORK` while the block runs."""
-    clock = Clock()
-    saved = [(owner, name, getattr(owner, name)) for owner, name in DEVICE_WORK if hasattr(owner, name)]
+def clocks(engine: HFEngine) -> Iterator[tuple[Clock, Clock]]:
+    """Time the model's body with :data:`DEVICE_WORK`, and :data:`TOKENIZER_WORK`, while the block runs."""
+    device, tokenizer = Clock(), Clock()
+    saved = [(owner, name, getattr(owner, name), device) for owner, name in DEVICE_WORK]
+    saved += [(owner, name, getattr(owner, name), tokenizer) for owner, name in TOKENIZER_WORK]
     body = engine.model.base_model
-    for owner, name, fn in saved:
+    for owner, name, fn, clock in saved:
         setattr(owner, name, clock.wrap(fn))
-    body.forward = clock.wrap(body.forward)
+    body.forward = device.wrap(body.forward)
     try:
-        yield clock
+        yield device, tokenizer
     finally:
-        for owner, name, fn in saved:
+        for owner, name, fn, _ in saved:
             setattr(owner, name, fn)
         del body.forward
 
 
 @dataclass
 class Host:
-    """One workload's run: wall seconds, device seconds, tokens run through the model."""
+    """One workload's run: CPU seconds in all, in the model's work and in the tokenizer; tokens run."""
 
     kind: str
     wall: float
     device: float
+    tokenizer: float
     tokens: int
 
-    @property
-    def host_us_per_token(self) -> float:
-        return 1e6 * (self.wall - self.device) / self.tokens
+    def per_token(self, seconds: float) -> float:
+        return 1e6 * seconds / self.tokens
 
 
 def measure(engine: HFEngine, kind: str, run: Callable[[], object]) -> Host:
     """The second of two runs (the first warms caches and the tokenizer's state)."""
     run()
     tokens = engine.counters.tokens
-    with device_clock(engine) as clock:
-        start = time.perf_counter()
+    with clocks(engine) as (device, tokenizer):
+        start = time.process_time()
         run()
-        wall = time.perf_counter() - start
-    return Host(kind, wall, clock.seconds, engine.counters.tokens - tokens)
+        wall = time.process_time() - start
+    return Host(kind, wall, device.seconds, tokenizer.seconds, engine.counters.tokens - tokens)
 
 
 def workloads(engine: HFEngine, root: Path, rows: int, contexts: int, samples: int) -> list[Host]:
+    """The engine's four request kinds, on requests built beforehand (the studies' prompt
+    building is not the engine's host work)."""
     task = FOLKTABLES["ACSIncome"]
-    table, text = acs_rows(root, rows)
-    scored = table.assign(text=text.to_numpy())
-    risk = make_scorer(engine, task, "multiple_choice", year=2018, instruct=False, both_orders=True, protocol="paper")
-    numeric = make_scorer(engine, task, "numeric", year=2018, instruct=False, both_orders=False, protocol="paper")
+    _, text = acs_rows(root, rows)
+    choices = [
+        ChoiceRequest(build_prompt(task, t, "multiple_choice", order, year=2018, protocol="paper"), LETTERS)
+        for order in (0, 1)
+        for t in text
+    ]
+    numeric = [build_prompt(task, t, "numeric", 0, year=2018, protocol="paper") for t in text]
     labels = [ContinuationRequest(c, ks) for c, ks in sni_requests(contexts)]
     prompts = [" ".join(s.split()[:6]) for s in sentences(8, seed=3)]
     draws = [WordSamplingRequest(p, n=samples, seed=i, max_new_tokens=NEW_TOKENS) for i, p in enumerate(prompts)]
     return [
-        measure(engine, "risk scores", lambda: risk(scored)),
+        measure(engine, "risk scores", lambda: engine.choice_probs(choices)),
         measure(engine, "label scores", lambda: engine.continuation_scores(labels)),
-        measure(engine, "numeric answers", lambda: numeric(scored)),
+        measure(engine, "numeric answers", lambda: engine.numeric(numeric)),
         measure(engine, "word sampling", lambda: engine.sample_words(draws)),
     ]
 
 
 def table(results: list[Host], budget: int) -> str:
     lines = [
-        f"| request kind | tokens run | wall s | model s | host s | host µs/token (budget {budget:,}) |",
-        "|---|---|---|---|---|---|",
+        f"| request kind | tokens run | CPU s | model s | host s | of which tokenizer s "
+        f"| host µs/token | tokenizer µs/token | rest µs/token (budget {budget:,}) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
+        host = r.wall - r.device
         lines.append(
-            f"| {r.kind} | {r.tokens:,} | {r.wall:.3f} | {r.device:.3f} | {r.wall - r.device:.3f} "
-            f"| {r.host_us_per_token:.2f} |"
+            f"| {r.kind} | {r.tokens:,} | {r.wall:.3f} | {r.device:.3f} | {host:.3f} | {r.tokenizer:.3f} "
+            f"| {r.per_token(host):.2f} | {r.per_token(r.tokenizer):.2f} | {r.per_token(host - r.tokenizer):.2f} |"
         )
     return "\n".join(lines)
 

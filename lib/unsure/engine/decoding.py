@@ -83,9 +83,10 @@ class Decoder:
         """``steps`` greedy tokens after each context, each the likeliest of ``allowed``
         (ties: the lowest id), in token-budget batches."""
         lengths = [len(c) + steps for c in contexts]
-        return self.runner.in_batches(contexts, lengths, partial(self._greedy_batch, allowed=allowed, steps=steps))
+        allowed_ids = torch.tensor(allowed, device=self.runner.model.get_output_embeddings().weight.device)
+        return self.runner.in_batches(contexts, lengths, partial(self._greedy_batch, allowed=allowed_ids, steps=steps))
 
-    def _greedy_batch(self, contexts: list[list[int]], *, allowed: list[int], steps: int) -> list[list[int]]:
+    def _greedy_batch(self, contexts: list[list[int]], *, allowed: torch.Tensor, steps: int) -> list[list[int]]:
         """One left-padded batch of :meth:`greedy_tokens`.
 
         The prompts run once; each later pass feeds only the token just chosen,
@@ -100,31 +101,26 @@ class Decoder:
         head = shared_head(np.array([c[:shortest] for c in contexts]), [len(c) for c in contexts])
         ids, mask = runner.left_padded([c[head:] for c in contexts])
         positions = head + (mask.cumsum(dim=1) - 1).clamp(min=0)
-        allowed_ids = torch.tensor(allowed, device=runner.model.get_output_embeddings().weight.device)
         cache = None
         chosen = []
         with torch.inference_mode():
             if head:  # the opening every prompt shares, encoded once; the padding sits after it, masked
                 cache = runner.head_cache(contexts[0][:head], len(contexts))
                 mask = torch.cat([torch.ones((len(contexts), head), dtype=mask.dtype, device=mask.device), mask], dim=1)
-            # 4-D masks built here: from a 2-D one transformers would ask the device whether any row is padded
-            keys = torch.arange(mask.shape[1], device=mask.device)
-            queries = head + torch.arange(ids.shape[1], device=mask.device)
-            seen = (keys <= queries[:, None]) & mask[:, None, :].bool() | (keys == queries[:, None])
+            attention = prompt_mask(mask, ids.shape[1], runner.dtype)
             for _ in range(steps):
                 out = runner.model.base_model(
                     input_ids=ids,
-                    attention_mask=additive_mask(seen, runner.dtype),
+                    attention_mask=attention,
                     position_ids=positions,
                     cache=cache,
                     use_cache=True,
                 )
-                logits = runner.logits(out.last_hidden_state[:, -1])
-                ids = allowed_ids[logits[:, allowed_ids].argmax(dim=-1)][:, None].to(runner.device)
+                ids = greedy_pick(runner.logits(out.last_hidden_state[:, -1]), allowed).to(runner.device)
                 chosen.append(ids)
                 cache = out.cache
                 mask = torch.cat([mask, torch.ones_like(ids)], dim=1)
-                seen = mask[:, None, :].bool()
+                attention = additive_mask(mask[:, None, :].bool(), runner.dtype)
                 positions = positions[:, -1:] + 1
         runner.count(
             head + sum(len(c) - head for c in contexts) + len(contexts) * (steps - 1),
@@ -311,6 +307,21 @@ class Decoder:
         )
         runner.count(len(tokens), start, logits=len(tokens), attended=sum(positions) + len(tokens))
         return runner.logits(out.last_hidden_state[:, -1]), mask
+
+
+def greedy_pick(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Per row the likeliest of the ``allowed`` ids (ties: the first listed), as a column."""
+    return allowed[logits[:, allowed].argmax(dim=-1)][:, None]
+
+
+def prompt_mask(mask: torch.Tensor, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """The 4-D additive mask of left-padded prompts, the last ``width`` columns of the 2-D ``mask``
+    (those before them a cached opening): causal, padding hidden, a padded query seeing itself.
+    Built here because from a 2-D mask transformers asks the device whether any row is padded."""
+    keys = torch.arange(mask.shape[1], device=mask.device)
+    queries = mask.shape[1] - width + torch.arange(width, device=mask.device)
+    seen = (keys <= queries[:, None]) & mask[:, None, :].bool() | (keys == queries[:, None])
+    return additive_mask(seen, dtype)
 
 
 CDF_BLOCK = 256
