@@ -306,7 +306,7 @@ class Decoder:
             use_cache=True,
         )
         runner.count(len(tokens), start, logits=len(tokens), attended=sum(positions) + len(tokens))
-        return runner.logits(out.last_hidden_state[:, -1]), mask
+        return runner.logits(out.last_hidden_state[:, -1], reuse=True), mask  # the last step's are spent
 
 
 def greedy_pick(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:

@@ -98,6 +98,7 @@ class Runner:
         self.max_batch_size = max_batch_size
         self.pad_id = pad_id
         self.counters = Counters()
+        self._buffer: torch.Tensor | None = None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -262,9 +263,21 @@ class Runner:
         allowed |= torch.eye(width, dtype=torch.bool, device=segments.device)  # a padded query sees itself: no NaN
         return additive_mask(allowed, self.dtype)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Float32 logits of ``hidden`` states, soft-capped where the model caps them (Gemma-2)."""
-        logits = self.model.get_output_embeddings()(hidden).float()
+    def logits(self, hidden: torch.Tensor, *, reuse: bool = False) -> torch.Tensor:
+        """Float32 logits of ``hidden`` states, soft-capped where the model caps them (Gemma-2).
+
+        With ``reuse`` they are written into one buffer kept between calls (a float32 model on
+        a CPU, whose allocator would hand a large result's pages back and fault them in anew),
+        so they are valid until the next such call.
+        """
+        head = self.model.get_output_embeddings()
+        if reuse and hidden.device.type == "cpu" and hidden.dtype == torch.float32 and head.bias is None:
+            need = hidden.shape[0] * head.weight.shape[0]
+            if self._buffer is None or self._buffer.numel() < need:
+                self._buffer = torch.empty(need, dtype=torch.float32)
+            logits = torch.matmul(hidden, head.weight.T, out=self._buffer[:need].view(hidden.shape[0], -1))
+        else:
+            logits = head(hidden).float()
         softcap = getattr(self.model.config, "final_logit_softcapping", None)
         if softcap:
             logits = torch.tanh(logits / softcap) * softcap
