@@ -279,3 +279,18 @@ def test_the_host_waits_for_the_device_once_per_batch_not_per_row_or_step(
         waits.append(len(calls))
         monkeypatch.undo()
     assert waits[0] == waits[1] <= 2
+
+
+def test_warming_up_changes_no_number_and_no_counter(tiny_models: dict[str, Path]) -> None:
+    """The warm-up a GPU engine runs at load (here asked for on the CPU) leaves the counters as they
+    were and every request's numbers as a cold engine gives them."""
+    from unsure.engine import WordSamplingRequest
+
+    cold = HFEngine(str(tiny_models["llama"]), warm_up=False)
+    warm = HFEngine(str(tiny_models["llama"]), warm_up=True)
+    assert warm.counters == cold.counters
+    for x, y in zip(cold.continuation_scores(REQUESTS), warm.continuation_scores(REQUESTS), strict=True):
+        np.testing.assert_array_equal(x.logprob, y.logprob)
+    assert cold.numeric(CONTEXTS) == warm.numeric(CONTEXTS)
+    draws = [WordSamplingRequest(CONTEXTS[0], n=50, seed=3, max_new_tokens=4)]
+    assert cold.sample_words(draws) == warm.sample_words(draws)

@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +23,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from unsure.config import Model
-from unsure.engine.decoding import Decoder
+from unsure.engine.decoding import SAMPLE_CHUNK, Decoder
 from unsure.engine.forward import Counters, Packed, PackedResult, Runner, shared_prefix_groups
 from unsure.engine.identity import require_local_folder
 from unsure.engine.requests import (
@@ -65,6 +67,7 @@ class HFEngine:
         add_special_tokens: bool = True,
         adapter: str | None = None,
         instruct: bool = False,
+        warm_up: bool | None = None,
     ) -> None:
         require_local_folder(str(model_id))
         want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -101,6 +104,8 @@ class HFEngine:
         self.codec = Codec(tokenizer, model.config, model_id=model_id, add_special_tokens=add_special_tokens)
         self.runner = Runner(model, token_budget=token_budget, max_batch_size=max_batch_size, pad_id=self.codec.pad_id)
         self.decoder = Decoder(self.runner, self.codec)
+        if self.device.type == "cuda" if warm_up is None else warm_up:
+            self.warm_up()
 
     @classmethod
     def from_config(cls, entry: Model, **kwargs: Any) -> HFEngine:
@@ -117,6 +122,26 @@ class HFEngine:
             instruct=entry.instruct,
             **kwargs,
         )
+
+    def warm_up(self) -> None:
+        """Run each kind of device work once on stand-in tokens, so that a job's first requests
+        run at the steady rate: on a GPU the first calls pay for the kernels' and the attention
+        back-ends' first use and the caching allocator's growth to a full batch. Counters and
+        results are left as they were (the default on a GPU, at load)."""
+        start = time.perf_counter()
+        saved = dataclasses.replace(self.counters)
+        pad = self.codec.pad_id
+        length = max(2, min(512, self.token_budget // 4))
+        shared = [pad] * length  # a full token budget of packed rows, with an opening every row shares
+        rows = max(2, self.token_budget // (length + 8))
+        self.run_packed([Packed([*shared, i % 7], [[pad] * 4, [pad] * 4], read_ids=[pad]) for i in range(rows)])
+        self.run_packed([Packed([pad] * length, read_ids=[pad], read_tails=True, continuations=[[pad], [pad]])])
+        self.decoder.greedy_tokens([[pad] * (length // 2 + i) for i in range(min(rows, 8))], [pad], 2)
+        self.decoder.sample_words([WordSamplingRequest("The", n=SAMPLE_CHUNK, seed=0, max_new_tokens=2)])
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.runner.counters = saved
+        log.info("%s: warmed up in %.1f s", self.model_id, time.perf_counter() - start)
 
     # ------------------------------------------------------------------ the parts, as attributes
 
