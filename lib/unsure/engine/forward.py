@@ -219,7 +219,7 @@ class Runner:
             ).last_hidden_state
             out = self._reads(hidden, dev, lay.head)
         self.count(lay.tokens, None, logits=lay.logit_rows, attended=lay.attended)
-        return _Launched(a, b, self._to_host(out))
+        return _Launched(a, b, *self._to_host(out))
 
     def _reads(self, hidden: torch.Tensor, dev: dict[str, torch.Tensor], head: int) -> torch.Tensor:
         """Log-probs of the scored tokens, their greedy flags, and the log-probs of the read ids, as
@@ -244,13 +244,16 @@ class Runner:
             return host
         return host.pin_memory().to(self.device, non_blocking=True)
 
-    def _to_host(self, out: torch.Tensor) -> torch.Tensor:
-        """The results' copy to (pinned) host memory, queued behind the model's work."""
+    def _to_host(self, out: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """The results' copy to (pinned) host memory, queued behind the model's work, and the event
+        that marks it done (None on a CPU)."""
         if out.device.type != "cuda":
-            return out
+            return out, None
         host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
         host.copy_(out, non_blocking=True)
-        return host
+        done = torch.cuda.Event()
+        done.record()
+        return host, done
 
     def _packed_mask(self, segments: torch.Tensor) -> torch.Tensor:
         """Additive 4-D mask, built where ``segments`` are (the device): causal within the context
@@ -426,6 +429,8 @@ class _Launched:
     a: int
     b: int
     out: torch.Tensor
+    done: Any = None
+    """A CUDA event recorded after the copy to the host: the read waits for it."""
 
 
 @dataclass
@@ -445,7 +450,9 @@ class Scores:
     def fill(self, done: _Launched) -> None:
         """Read one batch's results (the synchronisation point) into place."""
         plan = self.plan
-        out = done.out.numpy()  # waits for the copy queued behind the batch's work
+        if done.done is not None:
+            done.done.synchronize()  # the one wait: for the copy queued behind the batch's work
+        out = done.out.numpy()
         s0, s1 = plan.score_start[done.a], plan.score_start[done.b]
         r0, r1 = plan.read_start[done.a], plan.read_start[done.b]
         n = s1 - s0

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,15 @@ from unsure.engine.words import probabilities_from_replies
 log = logging.getLogger(__name__)
 
 __all__ = ["Counters", "HFEngine", "Packed", "PackedResult", "family_bos", "resolve_dtype"]
+
+
+@contextlib.contextmanager
+def peft_quietly() -> Iterator[None]:
+    """peft reads a model attribute transformers renamed (``is_gradient_checkpointing``) and so
+    warns on every adapter it wraps; nothing of ours to change, so that one warning is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        yield
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -96,7 +107,8 @@ class HFEngine:
         if adapter is not None:  # a peft (LoRA) adapter, merged so scoring runs at base-model speed
             from peft import PeftModel
 
-            model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+            with peft_quietly():
+                model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
         if "device_map" not in kwargs:
             model.to(want)
         model.eval()

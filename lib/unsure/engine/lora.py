@@ -21,7 +21,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
-from unsure.engine.hf import HFEngine
+from unsure.engine.hf import HFEngine, peft_quietly
 from unsure.io import atomic_dir, write_json
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,8 @@ def train_adapter(
         bias="none",
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(engine.model, config)
+    with peft_quietly():
+        model = get_peft_model(engine.model, config)
     if settings.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
