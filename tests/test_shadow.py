@@ -24,6 +24,7 @@ import pytest
 
 from unsure.config import Config, deep_merge, parse_config
 from unsure.shadow import (
+    CI_STATES,
     OVERRIDE,
     PAPER,
     REPO,
@@ -187,6 +188,16 @@ def test_ci_folds_only_entries_of_one_combination_and_keeps_every_study_and_prom
     for study, keys in modes.items():
         for key in keys:
             assert ci["studies"][study].get(key) == full["studies"][study].get(key), f"{study}.{key}"
+    # the ACS records: a few of the paper's states, generated, with at least as many rows in all
+    acs, full_acs = ci["data"]["acs"], full["data"]["acs"]
+    assert acs["source"] == full_acs["source"] == "generated"
+    assert acs["states"] == [s for s in full_acs["states"] if s in CI_STATES] and len(acs["states"]) == len(CI_STATES)
+    rows = acs["generated_rows_per_state"] * len(acs["states"])
+    assert rows >= full_acs["generated_rows_per_state"] * len(full_acs["states"])
+    assert {k: v for k, v in acs.items() if k not in ("states", "generated_rows_per_state")} == {
+        k: v for k, v in full_acs.items() if k not in ("states", "generated_rows_per_state")
+    }
+    assert ci["data"]["acs"] is not full_acs and full_acs["states"] == paper["data"]["acs"]["states"]
 
 
 def _summary(work: Path) -> list[dict[str, str]]:

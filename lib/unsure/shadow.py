@@ -18,7 +18,9 @@ served model, starts the server and runs ``snakemake all`` there with ``--direct
 The CI variant (``--ci``) additionally folds together the model entries that differ only
 in size (:func:`fold_models`): one entry per distinct (family, tokenizer, instruct,
 backend, template) combination (:func:`combination`) is kept, and every study's reference
-to a folded entry points at the one kept.
+to a folded entry points at the one kept. It also generates the ACS records of a few
+states (:data:`CI_STATES`) rather than all 51, each with as many rows as all of them had
+together (:func:`fold_states`): one generator job per state is all a state changes.
 
     python -m unsure.shadow [--ci] [--cores N] [--workdir DIR] [--port P] [-n] [snakemake options]
 """
@@ -213,6 +215,28 @@ def fold_models(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]
     return out, folds
 
 
+CI_STATES = ("CA", "TX", "NY", "PR")
+"""The states whose ACS records the CI variant generates (:func:`fold_states`): the largest
+three and Puerto Rico, whose codes differ (birthplace, commute)."""
+
+
+def fold_states(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with generated ACS records of :data:`CI_STATES` only (those the config
+    lists), as many rows in all as every state had: each state is one generator job, which
+    costs a process start whatever its rows. Downloaded or local records are left alone."""
+    out = copy.deepcopy(dict(cfg))
+    acs = out.get("data", {}).get("acs", {})
+    states = list(acs.get("states", []))
+    kept = [s for s in states if s in CI_STATES]
+    if acs.get("source") != "generated" or not kept or len(kept) == len(states):
+        return out
+    rows = acs.get("generated_rows_per_state")
+    if rows is not None:
+        acs["generated_rows_per_state"] = -(-rows * len(states) // len(kept))
+    acs["states"] = kept
+    return out
+
+
 def shadow_config(
     repo: Path = REPO, *, ci: bool = False, override: str | Path | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -221,6 +245,7 @@ def shadow_config(
     folds: dict[str, str] = {}
     if ci:
         cfg, folds = fold_models(cfg)
+        cfg = fold_states(cfg)
     try:
         parse_config(cfg)
     except ConfigError as err:
@@ -397,6 +422,8 @@ def run(
             header += "# CI: model entries folded into the one kept:\n" + "".join(
                 f"#   {a} -> {b}\n" for a, b in folds.items()
             )
+        if ci:
+            header += f"# CI: generated ACS records of {', '.join(cfg['data']['acs']['states'])} only\n"
         (work / "shadow-config.yaml").write_text(header + yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
         if server is not None:
             served = f"resources/models/{SERVED}"
