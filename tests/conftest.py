@@ -26,6 +26,15 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return build_all(tmp_path_factory.mktemp("models"))
 
 
+@pytest.fixture(scope="session")
+def demo_zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The demo's zoo models, untrained, built once per test session (tests that run the
+    workflow copy them in with ``workflow_helpers.install_demo_zoo`` instead of building them)."""
+    from workflow_helpers import build_demo_zoo
+
+    return build_demo_zoo(tmp_path_factory.mktemp("demo-zoo"))
+
+
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     """A throwaway copy of the workflow (no resources/ or results/)."""

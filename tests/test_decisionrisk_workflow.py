@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import copy_workflow, snakemake, untrained
+from workflow_helpers import copy_workflow, install_demo_zoo, snakemake, untrained
 
 from unsure.decisionrisk.crossfit import FULL, instance_ids
 
@@ -19,7 +19,7 @@ INJECTIONS = {"NQ", "WQ", "NRA"}
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo(tmp_path_factory: pytest.TempPathFactory, demo_zoo: dict[str, Path]) -> Path:
     """The demo's decisionrisk study on one benchmark, one generative model and 2 folds (about 2 minutes)."""
     root = copy_workflow(tmp_path_factory.mktemp("decisionrisk") / "repo")
     config = untrained(yaml.safe_load((root / "config" / "demo.yaml").read_text()))
@@ -27,6 +27,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         models=["tiny-llama"], benchmarks=["piqa"], n_train=60, n_val=20, crossfit_folds=2, forest={"trees": 10}
     )
     (root / "test.yaml").write_text(yaml.safe_dump(config))
+    install_demo_zoo(root, demo_zoo, config)
     run = snakemake("decisionrisk_all", "--configfile", "test.yaml", "--cores", "2", cwd=root, timeout=1500)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return root / "results" / "decisionrisk"

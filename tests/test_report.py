@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import REPO, UNTRAINED, copy_workflow, snakemake
+from workflow_helpers import REPO, UNTRAINED, copy_workflow, install_demo_zoo, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -213,9 +213,11 @@ def embedded(page: str, name: str) -> object:
 
 
 @pytest.fixture(scope="module")
-def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    """The demo built once in a throwaway copy, then its single-file HTML report."""
+def demo_report(tmp_path_factory: pytest.TempPathFactory, demo_zoo: dict[str, Path]) -> Report:
+    """The demo built once in a throwaway copy (its untrained zoo the session's), then its
+    single-file HTML report."""
     root = copy_workflow(tmp_path_factory.mktemp("report") / "repo")
+    install_demo_zoo(root, demo_zoo)
     start = time.monotonic()
     run = snakemake("all", "-c2", "--configfile", "config/demo.yaml", UNTRAINED, cwd=root, timeout=1800)
     assert run.returncode == 0, run.stderr[-5000:]

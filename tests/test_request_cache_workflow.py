@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import SNAKEMAKE, snakemake, untrained
+from workflow_helpers import SNAKEMAKE, install_demo_zoo, snakemake, untrained
 
 pytestmark = pytest.mark.workflow
 
@@ -42,8 +42,9 @@ def incomplete(root: Path) -> set[str]:
     return {base64.urlsafe_b64decode(p.name).decode() for p in folder.iterdir()} if folder.is_dir() else set()
 
 
-def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path) -> None:
+def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path, demo_zoo: dict[str, Path]) -> None:
     small = demo_config(checkout, "small.yaml")
+    install_demo_zoo(checkout, demo_zoo, yaml.safe_load(small.read_text()))
     run = snakemake(SHARD, "--configfile", str(small), "--cores", "1", cwd=checkout)
     assert run.returncode == 0, run.stderr[-3000:]
     assert cache_line(checkout) == (0, 100)  # n_eval 80 + threshold_rows 20

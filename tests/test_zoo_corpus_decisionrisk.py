@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from unsure import zoo
 from unsure.config import load_config
 from unsure.decisionrisk import zoo_corpus
 from unsure.decisionrisk.confidences import parse_verbal
@@ -27,15 +26,13 @@ N = 48
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HFEngine]:
-    """The demo's base and chat models, built (untrained) exactly as the zoo builds them."""
-    root = tmp_path_factory.mktemp("zoo")
-    texts = zoo.training_texts(seed=DEMO.zoo.seed, n_sentences=DEMO.zoo.corpus_sentences)
-    out = {}
-    for name in ("tiny-llama", "tiny-llama-chat"):
-        zoo.build(name, DEMO.zoo.models[name], texts, root / name, zoo_seed=DEMO.zoo.seed)
-        out[name] = HFEngine.from_config(DEMO.models[name].model_copy(update={"id": str(root / name)}))
-    return out
+def engines(demo_zoo: dict[str, Path]) -> dict[str, HFEngine]:
+    """The demo's base and chat models, built (untrained) exactly as the zoo builds them
+    (the session's build: ``conftest.demo_zoo``)."""
+    return {
+        name: HFEngine.from_config(DEMO.models[name].model_copy(update={"id": str(demo_zoo[name])}))
+        for name in ("tiny-llama", "tiny-llama-chat")
+    }
 
 
 @pytest.fixture(scope="module")

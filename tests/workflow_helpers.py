@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -53,6 +55,35 @@ def untrained(raw: dict[str, Any]) -> dict[str, Any]:
     """A raw config with the zoo's training off (its models build in seconds)."""
     raw.setdefault("zoo", {})["training"] = None
     return raw
+
+
+def build_demo_zoo(root: Path) -> dict[str, Path]:
+    """Every zoo model of ``config/demo.yaml`` with its training off (``config/untrained.yaml``),
+    built as rule ``zoo_model`` builds it (a build is byte-identical across processes:
+    ``tests/test_zoo.py``), into ``root/<name>``."""
+    from unsure import zoo
+    from unsure.config import load_config
+
+    demo = load_config(REPO / "config" / "demo.yaml").zoo
+    texts = zoo.training_texts(seed=demo.seed, n_sentences=demo.corpus_sentences)
+    for name, spec in demo.models.items():
+        zoo.build(name, spec, texts if spec.tokenizer is None else [], root / name, zoo_seed=demo.seed)
+    return {name: root / name for name in demo.models}
+
+
+def install_demo_zoo(checkout: Path, built: dict[str, Path], raw: dict[str, Any] | None = None) -> None:
+    """Copy the session's untrained demo zoo (:func:`build_demo_zoo`) into ``checkout``'s
+    ``resources/models``, so that a workflow run there finds its models built, as after an
+    earlier run; ``raw``, the config the run uses, must build its zoo exactly as they were."""
+    if raw is not None:
+        demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["zoo"]
+        got = raw["zoo"]
+        assert got.get("training") is None, "the session's zoo models are untrained"
+        assert {k: v for k, v in got.items() if k != "training"} == {
+            k: v for k, v in demo.items() if k != "training"
+        }, "the config's zoo differs from the demo's: its models are not the session's"
+    for name, folder in built.items():
+        shutil.copytree(folder, checkout / "resources" / "models" / name)
 
 
 def copy_workflow(dest: Path) -> Path:
