@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from openai_server import Server
-from workflow_helpers import UNTRAINED, snakemake, untrained
+from workflow_helpers import install_demo_zoo, snakemake, untrained
 
 pytestmark = pytest.mark.workflow
 
@@ -17,15 +17,12 @@ ENV = "UNSURE_FAKE_API_KEY"
 
 
 def test_api_chat_model_samples_words_and_the_key_never_reaches_a_file(
-    checkout: Path, monkeypatch: pytest.MonkeyPatch
+    checkout: Path, monkeypatch: pytest.MonkeyPatch, demo_zoo: dict[str, Path]
 ) -> None:
-    built = snakemake(
-        "-c2", "resources/models/tiny-llama-chat", "--configfile", "config/demo.yaml", UNTRAINED, cwd=checkout
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
+    config = untrained(yaml.safe_load((checkout / "config" / "demo.yaml").read_text()))
+    install_demo_zoo(checkout, demo_zoo, config)
     server = Server(checkout / "resources" / "models" / "tiny-llama-chat", key=KEY)
     try:
-        config = untrained(yaml.safe_load((checkout / "config" / "demo.yaml").read_text()))
         config["models"]["api-chat"] = {
             "id": "tiny-llama-chat-served",
             "backend": "openai",
@@ -37,6 +34,7 @@ def test_api_chat_model_samples_words_and_the_key_never_reaches_a_file(
         study = config["studies"]["nextword"]
         study["models"] = [*study["models"], "api-chat"]
         study["large_models"] = [*study.get("large_models", []), "api-chat"]
+        study["n_samples_large"] = 2  # two calls per context in single mode: every call is a request
         (checkout / "api.yaml").write_text(yaml.safe_dump(config))
         targets = [f"results/nextword/samples/api-chat/{mode}.jsonl" for mode in ("single", "list")]
         monkeypatch.setenv(ENV, KEY)  # the only place the key exists
