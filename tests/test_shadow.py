@@ -217,9 +217,17 @@ def test_the_ci_shadow_run_ends_with_every_table_and_figure_of_every_study(tmp_p
     before = time.time()
     work = tmp_path / "shadow"
     cmd = [sys.executable, "-m", "unsure.shadow", "--ci", "--cores", "2", "--port", "0", "--workdir", str(work)]
-    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500)
-    assert result.returncode == 0, result.stdout[-5000:]
-    assert "shadow run finished" in result.stdout.splitlines()[-1]
+    with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            stdout, _ = proc.communicate(timeout=1500)
+        except subprocess.TimeoutExpired:
+            # SIGTERM, not subprocess.run's SIGKILL: the shadow command then stops its snakemake
+            # and every job, which would otherwise run on into the next tests
+            proc.terminate()
+            stdout, _ = proc.communicate(timeout=120)
+            pytest.fail(f"the CI shadow run took over 1500 s:\n{stdout[-5000:]}")
+    assert proc.returncode == 0, stdout[-5000:]
+    assert "shadow run finished" in stdout.splitlines()[-1]
 
     # every table and figure of every study in the dry run's DAG of the same merged config exists
     summary = _summary(work)
