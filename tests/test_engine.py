@@ -294,3 +294,31 @@ def test_warming_up_changes_no_number_and_no_counter(tiny_models: dict[str, Path
     assert cold.numeric(CONTEXTS) == warm.numeric(CONTEXTS)
     draws = [WordSamplingRequest(CONTEXTS[0], n=50, seed=3, max_new_tokens=4)]
     assert cold.sample_words(draws) == warm.sample_words(draws)
+
+
+def test_packed_items_of_every_shape_score_alike_in_one_call_and_alone(tiny_models: dict[str, Path]) -> None:
+    """Scored continuations, ids read after a context, and tails read after a shared prefix, mixed
+    in one call (one batch), give each item's numbers as it gets them alone."""
+    from unsure.engine.hf import Packed
+
+    engine = HFEngine(str(tiny_models["llama"]), token_budget=1 << 20)
+    ids = [engine.encode(c + " and more words") for c in CONTEXTS]
+    items = [
+        Packed(ids[0], [ids[1][1:4], ids[2][1:2]]),
+        Packed(ids[1], read_ids=[5, 7, 9]),
+        Packed(ids[3][:3], [ids[3][3:], ids[0][1:5]], read_ids=[4, 6], read_tails=True),
+        Packed(ids[2]),
+        Packed(ids[0], [ids[3][1:3]], read_ids=[11]),
+    ]
+    together = engine.run_packed(items)
+    for item, got in zip(items, together, strict=True):
+        (alone,) = engine.run_packed([item])
+        assert (
+            len(got.token_logprobs) == len(alone.token_logprobs) == (0 if item.read_tails else len(item.continuations))
+        )
+        for x, y in zip(got.token_logprobs, alone.token_logprobs, strict=True):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
+        for x, y in zip(got.token_greedy, alone.token_greedy, strict=True):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_allclose(got.read_logprobs, alone.read_logprobs, rtol=0, atol=1e-6)
+        assert got.read_logprobs.shape == ((2, 2) if item.read_tails else (len(item.read_ids),))

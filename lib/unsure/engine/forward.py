@@ -466,14 +466,16 @@ class Scores:
         for k in range(len(plan.ctx_len)):
             s0, s1 = plan.score_start[k], plan.score_start[k + 1]
             reads = self.read_logprobs[plan.read_start[k] : plan.read_start[k + 1], : plan.n_ids[k]]
+            lps: list[npt.NDArray[np.float64]] = []
+            greedy: list[npt.NDArray[np.bool_]] = []
             if plan.tails[k]:
-                lps: list[npt.NDArray[np.float64]] = []
-                greedy: list[npt.NDArray[np.bool_]] = []
                 read = reads
             else:
-                cuts = np.cumsum(plan.cont_lengths[plan.seg_first[k] + 1 : plan.seg_first[k + 1]])[:-1]
-                lps = np.split(self.token_logprobs[s0:s1], cuts)
-                greedy = np.split(self.token_greedy[s0:s1], cuts)
+                lengths = plan.cont_lengths[plan.seg_first[k] + 1 : plan.seg_first[k + 1]]
+                if len(lengths):
+                    cuts = np.cumsum(lengths)[:-1]
+                    lps = np.split(self.token_logprobs[s0:s1], cuts)
+                    greedy = np.split(self.token_greedy[s0:s1], cuts)
                 read = reads[0] if len(reads) else np.empty(0)
             out.append(PackedResult(lps, greedy, read))
         return out
