@@ -202,7 +202,7 @@ class Runner:
 
     def _launch(self, plan: Plan, a: int, b: int) -> _Launched:
         """Lay out plan items ``a:b`` on the host, send them, and queue the model's work on them;
-        the results stay on the device until :meth:`_Launched.read`."""
+        the results are read by :meth:`Scores.fill`."""
         lay = plan.layout(a, b)
         dev = {name: self._to_device(arr) for name, arr in lay.arrays.items()}
         with torch.inference_mode():
@@ -224,18 +224,23 @@ class Runner:
     def _reads(self, hidden: torch.Tensor, dev: dict[str, torch.Tensor], head: int) -> torch.Tensor:
         """Log-probs of the scored tokens, their greedy flags, and the log-probs of the read ids, as
         one float64 tensor (one transfer): the output projection only on the positions read."""
+        dev = {k: v.to(hidden.device, non_blocking=True) for k, v in dev.items()}  # the last GPU of a device map
         parts = []
         if dev["score_rows"].numel():
             logits = self.logits(hidden[dev["score_rows"], dev["score_cols"] - head])
-            targets = dev["targets"][:, None]
+            targets = dev["targets"][:, None].to(logits.device)
             parts += [
                 torch.log_softmax(logits, dim=-1).gather(1, targets)[:, 0].double(),
                 (logits.argmax(dim=-1, keepdim=True) == targets)[:, 0].double(),
             ]
         if dev["read_rows"].numel():
             logprobs = torch.log_softmax(self.logits(hidden[dev["read_rows"], dev["read_cols"] - head]), dim=-1)
-            parts.append(logprobs.gather(1, dev["read_ids"]).double().flatten())
-        return torch.cat(parts) if parts else torch.empty(0, dtype=torch.float64, device=hidden.device)
+            parts.append(logprobs.gather(1, dev["read_ids"].to(logprobs.device)).double().flatten())
+        return (
+            torch.cat([p.to(hidden.device) for p in parts])
+            if parts
+            else torch.empty(0, dtype=torch.float64, device=hidden.device)
+        )
 
     def _to_device(self, arr: npt.NDArray[np.int64]) -> torch.Tensor:
         """A host array on the model's device: through pinned memory, not waiting for the copy."""
