@@ -3,6 +3,7 @@ equal to lm-evaluation-harness and folktexts on the same model and inputs."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -322,3 +323,31 @@ def test_packed_items_of_every_shape_score_alike_in_one_call_and_alone(tiny_mode
             np.testing.assert_array_equal(x, y)
         np.testing.assert_allclose(got.read_logprobs, alone.read_logprobs, rtol=0, atol=1e-6)
         assert got.read_logprobs.shape == ((2, 2) if item.read_tails else (len(item.read_ids),))
+
+
+def test_each_batch_is_laid_out_and_launched_before_the_previous_one_is_read(
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU the host prepares batch k + 1 while the device runs batch k: the read of a batch's
+    results (the one wait) comes after the next batch is queued."""
+    from unsure.engine import forward
+
+    engine = HFEngine(str(tiny_models["llama"]), token_budget=64)
+    events: list[str] = []
+    launch, fill = forward.Runner._launch, forward.Scores.fill
+
+    def spy_launch(self: forward.Runner, plan: forward.Plan, a: int, b: int) -> object:
+        events.append(f"launch {a}")
+        return launch(self, plan, a, b)
+
+    def spy_fill(self: forward.Scores, done: forward._Launched) -> None:
+        events.append(f"read {done.a}")
+        fill(self, done)
+
+    monkeypatch.setattr(forward.Runner, "_launch", spy_launch)
+    monkeypatch.setattr(forward.Scores, "fill", spy_fill)
+    engine.continuation_scores(REQUESTS)
+    starts = [e.split()[1] for e in events if e.startswith("launch")]
+    assert len(starts) >= 3
+    for first, second in itertools.pairwise(starts):
+        assert events.index(f"launch {second}") < events.index(f"read {first}")
