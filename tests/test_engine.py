@@ -334,18 +334,18 @@ def test_each_batch_is_laid_out_and_launched_before_the_previous_one_is_read(
 
     engine = HFEngine(str(tiny_models["llama"]), token_budget=64)
     events: list[str] = []
-    launch, fill = forward.Runner._launch, forward.Scores.fill
+    launch, fill = forward.Runner._launch, forward.Plan.results
 
     def spy_launch(self: forward.Runner, plan: forward.Plan, a: int, b: int) -> object:
         events.append(f"launch {a}")
         return launch(self, plan, a, b)
 
-    def spy_fill(self: forward.Scores, done: forward._Launched) -> None:
+    def spy_fill(self: forward.Plan, done: forward._Launched) -> object:
         events.append(f"read {done.a}")
-        fill(self, done)
+        return fill(self, done)
 
     monkeypatch.setattr(forward.Runner, "_launch", spy_launch)
-    monkeypatch.setattr(forward.Scores, "fill", spy_fill)
+    monkeypatch.setattr(forward.Plan, "results", spy_fill)
     engine.continuation_scores(REQUESTS)
     starts = [e.split()[1] for e in events if e.startswith("launch")]
     assert len(starts) >= 3

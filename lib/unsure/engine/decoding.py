@@ -84,10 +84,13 @@ class Decoder:
         (ties: the lowest id), in token-budget batches."""
         lengths = [len(c) + steps for c in contexts]
         allowed_ids = torch.tensor(allowed, device=self.runner.model.get_output_embeddings().weight.device)
-        return self.runner.in_batches(contexts, lengths, partial(self._greedy_batch, allowed=allowed_ids, steps=steps))
+        launch = partial(self._greedy_batch, allowed=allowed_ids, steps=steps)
+        return self.runner.pipelined(contexts, lengths, launch, _read_tokens)
 
-    def _greedy_batch(self, contexts: list[list[int]], *, allowed: torch.Tensor, steps: int) -> list[list[int]]:
-        """One left-padded batch of :meth:`greedy_tokens`.
+    def _greedy_batch(
+        self, contexts: list[list[int]], *, allowed: torch.Tensor, steps: int
+    ) -> tuple[torch.Tensor, Any]:
+        """One left-padded batch of :meth:`greedy_tokens`, queued: its tokens on their way to the host.
 
         The prompts run once; each later pass feeds only the token just chosen,
         attending to the KV cache. The output projection runs on the last position
@@ -129,8 +132,7 @@ class Decoder:
             logits=len(contexts) * steps,
             attended=causal_pairs([len(c) + steps - 1 for c in contexts]) - (len(contexts) - 1) * causal_pairs([head]),
         )
-        best: list[list[int]] = torch.cat(chosen, dim=1).tolist()
-        return best
+        return runner.to_host(torch.cat(chosen, dim=1))
 
     def generate(self, contexts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
         """Greedy replies by ``model.generate``, in token-budget batches of similar length."""
@@ -307,6 +309,15 @@ class Decoder:
         )
         runner.count(len(tokens), start, logits=len(tokens), attended=sum(positions) + len(tokens))
         return runner.logits(out.last_hidden_state[:, -1], reuse=True), mask  # the last step's are spent
+
+
+def _read_tokens(launched: tuple[torch.Tensor, Any]) -> list[list[int]]:
+    """A greedy batch's tokens, once their copy to the host is done (the one wait per batch)."""
+    tokens, done = launched
+    if done is not None:
+        done.synchronize()
+    best: list[list[int]] = tokens.tolist()
+    return best
 
 
 def greedy_pick(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
+_P = TypeVar("_P")
 
 CPU_TOKEN_BUDGET = 2_048
 """Padded tokens per forward pass on a CPU. Measured with ``bench/engine.py``'s
@@ -121,10 +122,31 @@ class Runner:
     ) -> list[_R]:
         """``run`` on token-budget batches (at most ``cap``) of similar ``lengths``, longest first,
         halved on out of memory; results in input order."""
+        return self.pipelined(items, lengths, run, lambda done: done, cap=cap)
+
+    def pipelined(
+        self,
+        items: Sequence[_T],
+        lengths: Sequence[int],
+        launch: Callable[[list[_T]], _P],
+        read: Callable[[_P], list[_R]],
+        *,
+        cap: int | None = None,
+    ) -> list[_R]:
+        """:meth:`in_batches` with each batch in two halves: ``launch`` queues its work and returns
+        it pending, ``read`` waits for it and gives its results. A batch is read only after the
+        next one is launched, so on a GPU the host prepares batch ``k + 1`` while the device runs
+        batch ``k``, and the read is the one wait per batch."""
         results: dict[int, _R] = {}
         order = sorted(range(len(items)), key=lambda i: -lengths[i])
+        pending: list[tuple[list[int], _P]] = []
         for batch in self._batches(order, lengths, cap):
-            results.update(zip(batch, self._with_backoff(run, [items[i] for i in batch]), strict=True))
+            launched = self._launch_halving(launch, items, batch)
+            for done, out in pending:
+                results.update(zip(done, read(out), strict=True))
+            pending = launched
+        for done, out in pending:
+            results.update(zip(done, read(out), strict=True))
         return [results[i] for i in range(len(items))]
 
     def _batches(self, order: list[int], lengths: Sequence[int], cap: int | None = None) -> Iterator[list[int]]:
@@ -143,10 +165,12 @@ class Runner:
         if batch:
             yield batch
 
-    def _with_backoff(self, run: Callable[[list[_T]], list[_R]], batch: list[_T]) -> list[_R]:
-        """``run(batch)``; out of memory halves the batch (and the token budget) and retries."""
+    def _launch_halving(
+        self, launch: Callable[[list[_T]], _P], items: Sequence[_T], batch: list[int]
+    ) -> list[tuple[list[int], _P]]:
+        """``launch`` of ``batch``; out of memory halves the batch (and the token budget) and retries."""
         try:
-            return run(batch)
+            return [(batch, launch([items[i] for i in batch]))]
         except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
             if not _is_out_of_memory(err) or len(batch) == 1:
                 raise
@@ -154,55 +178,37 @@ class Runner:
             self.token_budget = max(1, self.token_budget // 2)
             log.warning("out of memory with %d sequences; halving (token budget now %d)", len(batch), self.token_budget)
             half = len(batch) // 2
-            return self._with_backoff(run, batch[:half]) + self._with_backoff(run, batch[half:])
+            return self._launch_halving(launch, items, batch[:half]) + self._launch_halving(launch, items, batch[half:])
 
     # ------------------------------------------------------------------ packed forward
 
     def run_packed(self, items: Sequence[Packed]) -> list[PackedResult]:
         """Score packed sequences in token-budget batches of similar length.
 
-        The sequences are laid out once as flat host arrays (:class:`Plan`); a batch is a slice
-        of them. Each batch is launched, and the previous batch's results read, only after
-        the next one is on its way: on a GPU the host lays out batch ``k + 1`` while the device
-        runs batch ``k``, and the one synchronisation per batch is the read of its results.
+        The sequences are laid out once as flat host arrays (:class:`Plan`), longest first; a
+        batch is a slice of them, launched and read as :meth:`pipelined` says.
         """
         if not items:
             return []
         start = time.perf_counter()
         order = sorted(range(len(items)), key=lambda i: -items[i].length)
         plan = Plan([items[i] for i in order])
-        scores = Scores.empty(plan)
-        pending: list[_Launched] = []
-        for batch in self._batches(list(range(len(order))), np.diff(plan.item_start).tolist()):
-            launched = self._launch_with_backoff(plan, batch[0], batch[-1] + 1)
-            for done in pending:
-                scores.fill(done)
-            pending = launched
-        for done in pending:
-            scores.fill(done)
+        spans = list(range(len(order)))  # the plan's items, already longest first: batches are slices
+        results = self.pipelined(
+            spans,
+            np.diff(plan.item_start).tolist(),
+            lambda batch: self._launch(plan, batch[0], batch[-1] + 1),
+            lambda launched: plan.results(launched),
+        )
         self.counters.seconds += time.perf_counter() - start
-        results = scores.results(plan)
         out: list[PackedResult] = [results[0]] * len(items)
         for k, i in enumerate(order):
             out[i] = results[k]
         return out
 
-    def _launch_with_backoff(self, plan: Plan, a: int, b: int) -> list[_Launched]:
-        """:meth:`_launch` of plan items ``a:b``; out of memory halves the span (and the token budget)."""
-        try:
-            return [self._launch(plan, a, b)]
-        except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
-            if not _is_out_of_memory(err) or b - a == 1:
-                raise
-            torch.cuda.empty_cache()
-            self.token_budget = max(1, self.token_budget // 2)
-            log.warning("out of memory with %d sequences; halving (token budget now %d)", b - a, self.token_budget)
-            half = (a + b) // 2
-            return self._launch_with_backoff(plan, a, half) + self._launch_with_backoff(plan, half, b)
-
     def _launch(self, plan: Plan, a: int, b: int) -> _Launched:
         """Lay out plan items ``a:b`` on the host, send them, and queue the model's work on them;
-        the results are read by :meth:`Scores.fill`."""
+        the results are read by :meth:`Plan.results`."""
         lay = plan.layout(a, b)
         dev = {name: self._to_device(arr) for name, arr in lay.arrays.items()}
         with torch.inference_mode():
@@ -219,7 +225,7 @@ class Runner:
             ).last_hidden_state
             out = self._reads(hidden, dev, lay.head)
         self.count(lay.tokens, None, logits=lay.logit_rows, attended=lay.attended)
-        return _Launched(a, b, *self._to_host(out))
+        return _Launched(a, b, *self.to_host(out))
 
     def _reads(self, hidden: torch.Tensor, dev: dict[str, torch.Tensor], head: int) -> torch.Tensor:
         """Log-probs of the scored tokens, their greedy flags, and the log-probs of the read ids, as
@@ -249,7 +255,7 @@ class Runner:
             return host
         return host.pin_memory().to(self.device, non_blocking=True)
 
-    def _to_host(self, out: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    def to_host(self, out: torch.Tensor) -> tuple[torch.Tensor, Any]:
         """The results' copy to (pinned) host memory, queued behind the model's work, and the event
         that marks it done (None on a CPU)."""
         if out.device.type != "cuda":
@@ -414,6 +420,34 @@ class Plan:
             attended=int(((positions + 1) * valid).sum()) - (b - a - 1) * causal_pairs([head]),
         )
 
+    def results(self, launched: _Launched) -> list[PackedResult]:
+        """One :class:`PackedResult` per item of a launched batch: its read (the one wait)."""
+        if launched.done is not None:
+            launched.done.synchronize()  # the copy queued behind the batch's work
+        out = launched.out.numpy()
+        a, b = launched.a, launched.b
+        n = self.score_start[b] - self.score_start[a]
+        token_lp, greedy_flags = out[:n], out[n : 2 * n] > 0
+        reads = out[2 * n :].reshape(self.read_start[b] - self.read_start[a], self.read_ids.shape[1])
+        results = []
+        for k in range(a, b):
+            s0, s1 = self.score_start[k] - self.score_start[a], self.score_start[k + 1] - self.score_start[a]
+            mine = reads[self.read_start[k] - self.read_start[a] : self.read_start[k + 1] - self.read_start[a]]
+            mine = mine[:, : self.n_ids[k]]
+            lps: list[npt.NDArray[np.float64]] = []
+            flags: list[npt.NDArray[np.bool_]] = []
+            if self.tails[k]:
+                read = mine
+            else:
+                lengths = self.cont_lengths[self.seg_first[k] + 1 : self.seg_first[k + 1]]
+                if len(lengths):
+                    cuts = np.cumsum(lengths)[:-1]
+                    lps = np.split(token_lp[s0:s1], cuts)
+                    flags = np.split(greedy_flags[s0:s1], cuts)
+                read = mine[0] if len(mine) else np.empty(0)
+            results.append(PackedResult(lps, flags, read))
+        return results
+
 
 @dataclass
 class Layout:
@@ -429,61 +463,13 @@ class Layout:
 
 @dataclass
 class _Launched:
-    """Plan items ``a:b``, their results on their way to the host (read once, by :meth:`Scores.fill`)."""
+    """Plan items ``a:b``, their results on their way to the host (read once, by :meth:`Plan.results`)."""
 
     a: int
     b: int
     out: torch.Tensor
     done: Any = None
     """A CUDA event recorded after the copy to the host: the read waits for it."""
-
-
-@dataclass
-class Scores:
-    """The results of a whole plan, filled batch by batch."""
-
-    token_logprobs: npt.NDArray[np.float64]
-    token_greedy: npt.NDArray[np.bool_]
-    read_logprobs: npt.NDArray[np.float64]
-    plan: Plan
-
-    @classmethod
-    def empty(cls, plan: Plan) -> Scores:
-        n = len(plan.score_token)
-        return cls(np.empty(n), np.empty(n, dtype=bool), np.empty(plan.read_ids.shape), plan)
-
-    def fill(self, done: _Launched) -> None:
-        """Read one batch's results (the synchronisation point) into place."""
-        plan = self.plan
-        if done.done is not None:
-            done.done.synchronize()  # the one wait: for the copy queued behind the batch's work
-        out = done.out.numpy()
-        s0, s1 = plan.score_start[done.a], plan.score_start[done.b]
-        r0, r1 = plan.read_start[done.a], plan.read_start[done.b]
-        n = s1 - s0
-        self.token_logprobs[s0:s1] = out[:n]
-        self.token_greedy[s0:s1] = out[n : 2 * n] > 0
-        self.read_logprobs[r0:r1] = out[2 * n :].reshape(r1 - r0, self.read_logprobs.shape[1])
-
-    def results(self, plan: Plan) -> list[PackedResult]:
-        """One :class:`PackedResult` per plan item."""
-        out = []
-        for k in range(len(plan.ctx_len)):
-            s0, s1 = plan.score_start[k], plan.score_start[k + 1]
-            reads = self.read_logprobs[plan.read_start[k] : plan.read_start[k + 1], : plan.n_ids[k]]
-            lps: list[npt.NDArray[np.float64]] = []
-            greedy: list[npt.NDArray[np.bool_]] = []
-            if plan.tails[k]:
-                read = reads
-            else:
-                lengths = plan.cont_lengths[plan.seg_first[k] + 1 : plan.seg_first[k + 1]]
-                if len(lengths):
-                    cuts = np.cumsum(lengths)[:-1]
-                    lps = np.split(self.token_logprobs[s0:s1], cuts)
-                    greedy = np.split(self.token_greedy[s0:s1], cuts)
-                read = reads[0] if len(reads) else np.empty(0)
-            out.append(PackedResult(lps, greedy, read))
-        return out
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
