@@ -2,8 +2,10 @@
 
 A table is written from one data frame to ``<stem>.csv``, ``<stem>.md`` and
 ``<stem>.tex``; a figure from one matplotlib figure to ``<stem>.png`` and
-``<stem>.pdf``. Each file goes through :func:`unsure.io.atomic_path`, and the
-PDF carries no creation date, so a rerun gives the same bytes.
+``<stem>.pdf``. Each file goes through :func:`unsure.io.atomic_path`. Figures
+are saved here only (:func:`save_figure`): the PDF carries no creation or
+modification date and the PNG no time or software field, so a rerun from the
+same inputs gives the same bytes (the studies seed their bootstrap intervals).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from unsure.io import atomic_path, write_text
 
 TABLE_SUFFIXES = (".csv", ".md", ".tex")
 FIGURE_SUFFIXES = (".png", ".pdf")
+FIGURE_METADATA: dict[str, dict[str, str | None]] = {
+    ".pdf": {"CreationDate": None, "ModDate": None},
+    ".png": {"Software": None},  # matplotlib writes no tIME chunk; its version would change the bytes
+}
+"""What :func:`save_figure` passes to ``savefig``: None drops a field, so no file carries a date."""
 
 
 def _stem(path: str | os.PathLike[str], suffixes: Sequence[str]) -> Path:
@@ -61,7 +68,7 @@ def save_figure(fig: Figure, stem: str | os.PathLike[str], *, dpi: int = 150) ->
     paths = []
     for suffix in FIGURE_SUFFIXES:
         target = base.with_suffix(suffix)
-        metadata = {"CreationDate": None} if suffix == ".pdf" else {"Software": None}
+        metadata = FIGURE_METADATA[suffix]
         with atomic_path(target) as tmp:
             fig.savefig(tmp, dpi=dpi, bbox_inches="tight", metadata=metadata)
         paths.append(target)

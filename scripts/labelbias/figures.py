@@ -22,5 +22,6 @@ with logged(snakemake.log[0]) as log:
         subset_name="semantically equivalent labels" if paper else "interchangeable labels",
         figure_family=p.figure_family,
         f1_column="macro_f1_paper" if paper else "macro_f1",
+        seed=p.seed,
     )
     log.info("drew %s", ", ".join(drawn))

@@ -21,17 +21,21 @@ with logged(snakemake.log[0]):
     ]
     tvds, hardness = pd.read_parquet(i.tvd), pd.read_parquet(i.hardness)
     figures = {
-        "fig1": plots.fig1_top_words(human, model, positions, pick_example_positions(restrict(human, model)), p.system),
+        "fig1": plots.fig1_top_words(
+            human, model, positions, pick_example_positions(restrict(human, model)), p.system, seed=p.seed
+        ),
         "fig2": plots.fig2_tvd_kde(tvds, p.systems, p.protocol),
         "fig3": plots.fig3_ard(pd.read_parquet(i.ard)),
         "fig4": plots.fig4_groups(pd.read_parquet(i.groups), p.protocol),
         "fig5": plots.fig5_biased_tvd(pd.read_parquet(i.biased_tvd)),
         "fig10": plots.fig10_pos(hardness),
         "fig12": plots.fig12_tvd_differences(tvd_differences(tvds, p.systems)),
-        "appB_predictors": plots.app_predictors(hardness),
-        "appC_sample_size": plots.app_sample_size(pd.read_parquet(i.sample_size)),
+        "appB_predictors": plots.app_predictors(hardness, seed=p.seed),
+        "appC_sample_size": plots.app_sample_size(pd.read_parquet(i.sample_size), seed=p.seed),
         "appD_tokens": plots.app_tokens(pd.read_parquet(i.tokens)),
-        "appE_improvement": plots.app_improvement(pd.read_parquet(i.improvement)),
-        "appF_finetune": plots.app_finetune(losses, pd.concat(folds, ignore_index=True) if folds else pd.DataFrame()),
+        "appE_improvement": plots.app_improvement(pd.read_parquet(i.improvement), seed=p.seed),
+        "appF_finetune": plots.app_finetune(
+            losses, pd.concat(folds, ignore_index=True) if folds else pd.DataFrame(), seed=p.seed
+        ),
     }
     plots.write_figures(figures, Path(snakemake.output[0]).parent)

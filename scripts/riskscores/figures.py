@@ -40,9 +40,9 @@ with logged(snakemake.log[0]) as log:
     def subgroups(models: list[str], **kw: object):
         return plots.subgroup_calibration(scores, groups, task, p.subgroup_column, models, instruct, gaps=gaps, **kw)
 
-    save_figure(plots.fig2(metrics, instruct), out / "fig2")
+    save_figure(plots.fig2(metrics, instruct, seed=p.seed), out / "fig2")
     save_figure(plots.fig3(scores, instruct, task), out / "fig3")
-    save_figure(plots.fig4(metrics, task, instruct), out / "fig4")
+    save_figure(plots.fig4(metrics, task, instruct, seed=p.seed), out / "fig4")
     save_figure(plots.fig5(scores, instruct, task), out / "fig5")
     save_figure(subgroups(offenders, title=f"Largest {p.subgroup_column} score gaps"), out / "fig6")
     save_figure(
@@ -55,7 +55,9 @@ with logged(snakemake.log[0]) as log:
     which = "a web-API model" if p.api_model_is_api else "no web-API model configured: the first model"
     save_figure(subgroups([p.api_model], title=f"{p.api_model} ({which})"), out / "figA4")
     save_figure(subgroups(llms, intervals=True, title="95% Wilson intervals per bin"), out / "figA5")
-    save_figure(plots.figA6(scores, groups, task, instruct), out / "figA6")
+    save_figure(plots.figA6(scores, groups, task, instruct, seed=p.seed), out / "figA6")
     save_figure(plots.figA7(evidence, instruct), out / "figA7")
-    save_figure(plots.evidence_figure(evidence, ["auc", "ece"], "Increasing evidence", instruct), out / "figA8")
-    save_figure(plots.figA9(importance, instruct), out / "figA9")
+    save_figure(
+        plots.evidence_figure(evidence, ["auc", "ece"], "Increasing evidence", instruct, seed=p.seed), out / "figA8"
+    )
+    save_figure(plots.figA9(importance, instruct, seed=p.seed), out / "figA9")

@@ -15,4 +15,5 @@ with logged(snakemake.log[0]):
         Path(snakemake.output[0]).parent,
         small_n=p.small_n,
         alpha=p.alpha,
+        seed=p.seed,
     )

@@ -288,6 +288,7 @@ rule labelbias_figures:
         protocol=LABELBIAS.protocol,
         scoring=LB_SCORING,
         figure_family=LABELBIAS.figure_family,
+        seed=LABELBIAS.seed,
     script:
         "../../scripts/labelbias/figures.py"
 

@@ -378,6 +378,7 @@ rule nextword_figures:
         system=NW_MAIN,
         systems=list(NW_SYSTEMS),
         protocol=NW.protocol,
+        seed=NW.seed,
     script:
         "../../scripts/nextword/figures.py"
 

@@ -331,6 +331,7 @@ rule riskscores_figures:
         api_model=RS_API_MODEL,
         api_model_is_api=CFG.models[RS_API_MODEL].backend == "openai",
         protocol=RISK.protocol,
+        seed=RISK.seed,
     script:
         "../../scripts/riskscores/figures.py"
 

@@ -165,6 +165,7 @@ rule subgroups_figures:
     params:
         small_n=SUBGROUPS.small_subgroup,
         alpha=SUBGROUPS.alpha,
+        seed=SUBGROUPS.seed,
     script:
         "../../scripts/subgroups/figures.py"
 

@@ -53,7 +53,7 @@ def _long(per_task: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return long
 
 
-def _plot(data: pd.DataFrame, path: Path, title: str, metrics: list[str], **kw: object) -> None:
+def _plot(data: pd.DataFrame, path: Path, title: str, metrics: list[str], *, seed: int, **kw: object) -> None:
     """Metrics in columns (``row`` in ``kw`` adds rows); every panel labels its y axis with its metric."""
     columns = [METRIC_NAMES[m] for m in metrics]
     grid = sns.relplot(
@@ -68,6 +68,7 @@ def _plot(data: pd.DataFrame, path: Path, title: str, metrics: list[str], **kw: 
         height=2.8,
         aspect=1.1,
         facet_kws={"sharey": False},
+        seed=seed,
         **kw,
     )
     grid.set_titles(row_template="{row_name}", col_template="{col_name}")
@@ -91,19 +92,21 @@ def write_figures(
     subset_name: str = "interchangeable labels",
     figure_family: str | None = None,
     f1_column: str = "macro_f1",
+    seed: int = 0,
 ) -> list[str]:
     """Draw every figure of :func:`~unsure.labelbias.lineup.figure_lineup` into ``out_dir`` (PNG and PDF).
 
     ``per_task`` holds one label scoring; ``subset`` are the tasks Fig. 4 sets
     beside all tasks (called ``subset_name``); ``f1_column`` is the performance
-    panel's macro-F1 (the authors': over gold labels only). Returns the names drawn.
+    panel's macro-F1 (the authors': over gold labels only); ``seed`` seeds any
+    bootstrap interval (the config's seed). Returns the names drawn.
     """
     out = Path(out_dir)
     sns.set_theme(style="whitegrid", context="paper")
     data = per_task.merge(models, on="model", how="left")
     specs = figure_lineup(models, figure_family)
     for spec in specs:
-        _draw(spec, data, models, subset, out, subset_name=subset_name, f1_column=f1_column)
+        _draw(spec, data, models, subset, out, subset_name=subset_name, f1_column=f1_column, seed=seed)
     return [spec.name for spec in specs]
 
 
@@ -116,6 +119,7 @@ def _draw(
     *,
     subset_name: str,
     f1_column: str,
+    seed: int,
 ) -> None:
     paper_metrics = [f1_column, "rsd", "bias_score"]
     all_metrics = ["accuracy", f1_column, "rsd", "bias_score"]
@@ -136,6 +140,7 @@ def _draw(
             hue_order=order,
             style="variant",
             style_order=variants,
+            seed=seed,
         )
     elif spec.kind == "methods":
         _plot(
@@ -148,6 +153,7 @@ def _draw(
             palette=palette,
             row="model",
             row_order=order,
+            seed=seed,
         )
     elif spec.kind in ("subsets", "subsets_pooled"):
         metrics = ["rsd", "bias_score"] if spec.kind == "subsets" else all_metrics
@@ -162,7 +168,7 @@ def _draw(
         else:
             kw = {"hue": "tasks", "hue_order": tasks_order, "style": "variant", "style_order": variants}
             title = f"All tasks vs {subset_name}, every family pooled{note}"
-        _plot(both, path, title, metrics, **kw)
+        _plot(both, path, title, metrics, seed=seed, **kw)
     elif spec.kind == "models_pooled":
         _plot(
             _long(data[data["method"] == "none"], all_metrics),
@@ -172,6 +178,7 @@ def _draw(
             hue="model group",
             style="variant",
             style_order=variants,
+            seed=seed,
         )
     elif spec.kind == "methods_pooled":
         _plot(
@@ -184,6 +191,7 @@ def _draw(
             palette=palette,
             row="variant",
             row_order=variants,
+            seed=seed,
         )
     else:
         raise ValueError(f"unknown figure kind {spec.kind!r} ({spec.name})")

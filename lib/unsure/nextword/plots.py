@@ -1,4 +1,8 @@
-"""The study's figures (seaborn), each from plain data frames; :func:`write_figures` draws them all."""
+"""The study's figures (seaborn), each from plain data frames; :func:`write_figures` draws them all.
+
+Every figure with a seaborn estimate takes ``seed`` (the study's config seed), so
+its bootstrap intervals are the same each time it is drawn.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,13 @@ def _empty(ax: Axes, message: str) -> None:
 
 
 def fig1_top_words(
-    human: pd.DataFrame, model: pd.DataFrame, positions: pd.DataFrame, picks: Sequence[tuple[int, int]], name: str
+    human: pd.DataFrame,
+    model: pd.DataFrame,
+    positions: pd.DataFrame,
+    picks: Sequence[tuple[int, int]],
+    name: str,
+    *,
+    seed: int = 0,
 ) -> Figure:
     """Human vs model: the 15 most probable words at two contexts."""
     fig, axes = plt.subplots(1, len(picks), figsize=(6 * len(picks), 5), squeeze=False)
@@ -34,7 +44,7 @@ def fig1_top_words(
         frame = top_words_frame({"human": human, name: model}, pick)
         order = frame.groupby("word")["prob"].max().sort_values(ascending=False).index[:15]
         frame = frame[frame["word"].isin(order)]
-        sns.barplot(frame, y="word", x="prob", hue="system", order=list(order), ax=ax, orient="h")
+        sns.barplot(frame, y="word", x="prob", hue="system", order=list(order), ax=ax, orient="h", seed=seed)
         context = str(contexts.get(pick, ""))
         ax.set_title(("… " + context[-60:] if len(context) > 60 else context) + " ___", fontsize=9)
         ax.set_xlabel("probability")
@@ -122,23 +132,29 @@ def fig4_groups(groups: pd.DataFrame, protocol: str = "corrected") -> Figure:
     return fig
 
 
-def app_predictors(hardness: pd.DataFrame) -> Figure:
+def app_predictors(hardness: pd.DataFrame, *, seed: int = 0) -> Figure:
     """Model-vs-oracle TVD against each numeric predictor of the ARD regression."""
     numeric = ["human_entropy", "model_entropy", "tvd_oracle_oracle", "context_length"]
     fig, axes = plt.subplots(1, len(numeric), figsize=(4 * len(numeric), 3.6), sharey=True)
     for ax, col in zip(axes, numeric, strict=True):
         sns.regplot(
-            hardness, x=col, y="tvd_model_oracle", ax=ax, scatter_kws={"s": 6, "alpha": 0.4}, line_kws={"color": "C1"}
+            hardness,
+            x=col,
+            y="tvd_model_oracle",
+            ax=ax,
+            scatter_kws={"s": 6, "alpha": 0.4},
+            line_kws={"color": "C1"},
+            seed=seed,
         )
     axes[0].set_ylabel("TVD model vs target half")
     fig.tight_layout()
     return fig
 
 
-def app_sample_size(study: pd.DataFrame) -> Figure:
+def app_sample_size(study: pd.DataFrame, *, seed: int = 0) -> Figure:
     """MSE of per-position TVD from n samples against the full estimate (appendix C.1)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    sns.pointplot(study, x="n", y="mse", errorbar="sd", ax=ax)
+    sns.pointplot(study, x="n", y="mse", errorbar="sd", ax=ax, seed=seed)
     ax.set_xlabel("samples per context")
     ax.set_ylabel("MSE of TVD vs all samples")
     ax.set_title("How many samples are enough")
@@ -167,31 +183,33 @@ def app_tokens(tokens: pd.DataFrame) -> Figure:
     return fig
 
 
-def app_improvement(summary: pd.DataFrame) -> Figure:
+def app_improvement(summary: pd.DataFrame, *, seed: int = 0) -> Figure:
     """Expected TVD after replacing k % of the model's distributions by oracle estimates (appendix E)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    sns.lineplot(summary, x="k", y="expected_tvd_mixed", hue="oracle_size", errorbar="sd", ax=axes[0], marker="o")
+    sns.lineplot(
+        summary, x="k", y="expected_tvd_mixed", hue="oracle_size", errorbar="sd", ax=axes[0], marker="o", seed=seed
+    )
     for _, g in summary.groupby("oracle_size"):
         axes[0].axhline(g["expected_tvd_oracle"].mean(), ls="--", lw=0.8, color="grey")
     axes[0].set_ylabel("expected TVD")
     axes[0].set_xlabel("% of contexts replaced by oracle estimates")
-    sns.lineplot(summary, x="k", y="wasserstein", hue="oracle_size", errorbar="sd", ax=axes[1], marker="o")
+    sns.lineplot(summary, x="k", y="wasserstein", hue="oracle_size", errorbar="sd", ax=axes[1], marker="o", seed=seed)
     axes[1].set_ylabel("Wasserstein distance to the oracle's TVDs")
     axes[1].set_xlabel("% of contexts replaced")
     fig.tight_layout()
     return fig
 
 
-def app_finetune(losses: pd.DataFrame, fold_tvds: pd.DataFrame) -> Figure:
+def app_finetune(losses: pd.DataFrame, fold_tvds: pd.DataFrame, *, seed: int = 0) -> Figure:
     """Loss curves per fold and held-out TVD before and after fine-tuning (appendix F)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     if losses.empty:
         _empty(axes[0], "no fine-tuning configured")
         _empty(axes[1], "no fine-tuning configured")
         return fig
-    sns.lineplot(losses, x="epoch", y="loss", hue="fold", style="split", ax=axes[0], marker="o")
+    sns.lineplot(losses, x="epoch", y="loss", hue="fold", style="split", ax=axes[0], marker="o", seed=seed)
     axes[0].set_title("Language-modelling loss on the passages")
-    sns.barplot(fold_tvds, x="fold", y="tvd", hue="system", ax=axes[1], errorbar=("ci", 95))
+    sns.barplot(fold_tvds, x="fold", y="tvd", hue="system", ax=axes[1], errorbar=("ci", 95), seed=seed)
     axes[1].set_ylabel("expected TVD to the target half")
     axes[1].set_title("Held-out fold")
     fig.tight_layout()

@@ -5,7 +5,9 @@ base model whose name is the longest prefix of its own (``gemma-2b`` and
 ``gemma-2b-it``, ``tiny-llama`` and ``tiny-llama-chat``). Legends name models
 as ``<key> (base)`` / ``<key> (instruct)`` and the baselines as LR and XGBoost;
 group names are wrapped at word boundaries, never cut. Reliability curves use 10
-quantile score bins, as the paper's figures 3, 6, A4 and A5 do.
+quantile score bins, as the paper's figures 3, 6, A4 and A5 do. Every figure
+with a seaborn estimate takes ``seed`` (the study's config seed), so its bootstrap
+intervals are the same each time it is drawn.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def _change(metrics: pd.DataFrame, metric: str, models: Sequence[str]) -> pd.Dat
     return (wide["numeric"] - wide["multiple_choice"]).rename("change").reset_index()
 
 
-def fig2(metrics: pd.DataFrame, instruct: Mapping[str, bool]) -> Figure:
+def fig2(metrics: pd.DataFrame, instruct: Mapping[str, bool], *, seed: int = 0) -> Figure:
     """ECE change from multiple-choice to numeric prompting, per instruct model and task."""
     change = _change(metrics, "ece", [m for m, chat in instruct.items() if chat])
     fig, ax = plt.subplots(figsize=(7, 3.5))
@@ -92,7 +94,7 @@ def fig2(metrics: pd.DataFrame, instruct: Mapping[str, bool]) -> Figure:
         _empty(ax, "needs instruct models and both prompting kinds")
     else:
         change["model"] = change["model"].map(lambda m: model_label(m, instruct))
-        sns.barplot(change, x="task", y="change", hue="model", ax=ax)
+        sns.barplot(change, x="task", y="change", hue="model", ax=ax, seed=seed)
         ax.axhline(0, color="black", lw=0.8)
         ax.set(xlabel="", ylabel="ECE(numeric) − ECE(multiple-choice)", title="Numeric prompting changes calibration")
     return fig
@@ -142,13 +144,13 @@ def fig3(scores: pd.DataFrame, instruct: Mapping[str, bool], task: str) -> Figur
     return fig
 
 
-def fig4(metrics: pd.DataFrame, task: str, instruct: Mapping[str, bool] | None = None) -> Figure:
+def fig4(metrics: pd.DataFrame, task: str, instruct: Mapping[str, bool] | None = None, *, seed: int = 0) -> Figure:
     """Confidence bias R_bias per model (positive: over-confident), one bar per prompting kind."""
     rows = metrics[metrics["task"] == task].copy()
     rows["model"] = rows["model"].map(lambda m: model_label(m, instruct or {}))
     rows["prompting"] = rows["prompting"].map(lambda k: PROMPTING.get(k, k))
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    sns.barplot(rows, x="model", y="r_bias", hue="prompting", ax=ax)
+    sns.barplot(rows, x="model", y="r_bias", hue="prompting", ax=ax, seed=seed)
     ax.axhline(0, color="black", lw=0.8)
     ax.set(xlabel="", ylabel="R_bias (confidence − accuracy)", title=f"Confidence bias on {task}")
     ax.legend(title="prompting", fontsize=7)
@@ -274,7 +276,7 @@ def sce_reference_pairs(scores: pd.DataFrame, groups: pd.Series, task: str) -> l
     return [(a, reference) for a in names if a != reference]
 
 
-def figA6(scores: pd.DataFrame, groups: pd.Series, task: str, instruct: Mapping[str, bool]) -> Figure:
+def figA6(scores: pd.DataFrame, groups: pd.Series, task: str, instruct: Mapping[str, bool], *, seed: int = 0) -> Figure:
     """Differences in signed calibration error between groups, ``SCE_A - SCE_B`` (the paper's
     figure A6), per LLM and prompting kind: positive is an undue score advantage of group A."""
     comparisons = sce_reference_pairs(scores, groups, task)
@@ -292,7 +294,7 @@ def figA6(scores: pd.DataFrame, groups: pd.Series, task: str, instruct: Mapping[
         _empty(axes[0, 0], "needs LLM scores and two groups with 10+ evaluation rows")
     for ax, (a, b) in zip(axes[0], comparisons, strict=False):
         here = frame[frame["pair"] == (a, b)].reset_index(drop=True)
-        sns.barplot(here, x="model", y="delta", hue="prompting", ax=ax)
+        sns.barplot(here, x="model", y="delta", hue="prompting", ax=ax, seed=seed)
         ax.axhline(0, color="black", lw=0.8)
         ax.set(xlabel="", ylabel="ΔSCE = SCE(A) − SCE(B)")
         ax.set_title(f"A: {wrap(a, 40)}\nB: {wrap(b, 40)}", fontsize=8)
@@ -352,7 +354,12 @@ def _labelled(frame: pd.DataFrame, instruct: Mapping[str, bool] | None) -> pd.Da
 
 
 def evidence_figure(
-    evidence: pd.DataFrame, metrics: Sequence[str], title: str, instruct: Mapping[str, bool] | None = None
+    evidence: pd.DataFrame,
+    metrics: Sequence[str],
+    title: str,
+    instruct: Mapping[str, bool] | None = None,
+    *,
+    seed: int = 0,
 ) -> Figure:
     """figA8: metrics against the number of features given, one line per model; a star marks
     the full feature set."""
@@ -366,7 +373,7 @@ def evidence_figure(
         here = _labelled(evidence[evidence["task"] == task], instruct)
         for r, metric in enumerate(metrics):
             ax = axes[r, c]
-            sns.lineplot(here, x="n_features", y=metric, hue="model", marker="o", ax=ax)
+            sns.lineplot(here, x="n_features", y=metric, hue="model", marker="o", ax=ax, seed=seed)
             full = here[here["n_features"] == here["n_features"].max()]
             ax.scatter(full["n_features"], full[metric], marker="*", s=140, color="black", zorder=3)
             ax.set(xlabel="number of features (least important first)", ylabel=METRIC_NAMES.get(metric, metric))
@@ -413,7 +420,7 @@ def figA7(evidence: pd.DataFrame, instruct: Mapping[str, bool] | None = None) ->
     return fig
 
 
-def figA9(importance: pd.DataFrame, instruct: Mapping[str, bool] | None = None) -> Figure:
+def figA9(importance: pd.DataFrame, instruct: Mapping[str, bool] | None = None, *, seed: int = 0) -> Figure:
     """Permutation importance (AUC drop) of each feature, per model, for each analysed task."""
     tasks = list(dict.fromkeys(importance["task"])) if not importance.empty else []
     fig, axes = plt.subplots(1, max(len(tasks), 1), figsize=(6 * max(len(tasks), 1), 4.5), squeeze=False)
@@ -421,7 +428,7 @@ def figA9(importance: pd.DataFrame, instruct: Mapping[str, bool] | None = None) 
         _empty(axes[0, 0], "no feature-importance analysis configured")
     for ax, task in zip(axes[0], tasks, strict=False):
         here = _labelled(importance[importance["task"] == task], instruct)
-        sns.barplot(here, y="feature", x="auc_drop", hue="model", ax=ax)
+        sns.barplot(here, y="feature", x="auc_drop", hue="model", ax=ax, seed=seed)
         ax.set(xlabel="drop in ROC AUC when permuted", ylabel="", title=f"Feature importance: {task}")
     fig.tight_layout()
     return fig

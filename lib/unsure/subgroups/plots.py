@@ -7,6 +7,9 @@
 * ``fig4``: coverage against width of the DT and robust EB intervals.
 * ``fig7``: the tabular (ACS) source: MSE ratios for accuracy, Brier score
   and cross-entropy.
+
+The bar figures take ``seed`` (the study's config seed), so seaborn's bootstrap
+intervals are the same each time they are drawn.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def fig1(estimates: pd.DataFrame, *, count: int = 8, rep: int = 0) -> Figure:
     return fig
 
 
-def fig2(um: pd.DataFrame) -> Figure:
+def fig2(um: pd.DataFrame, *, seed: int = 0) -> Figure:
     """MSE ratio of SR and EB to DT per dataset and model (proportional draws, accuracy)."""
     sub = um[(um["design"] == "proportional") & (um["metric"] == "accuracy")]
     if sub.empty:
@@ -93,6 +96,7 @@ def fig2(um: pd.DataFrame) -> Figure:
         hue_order=["SR", "EB"],
         height=3.2,
         aspect=1.3,
+        seed=seed,
     )
     for ax in grid.axes.flat:
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
@@ -103,7 +107,7 @@ def fig2(um: pd.DataFrame) -> Figure:
     return fig
 
 
-def fig3(um: pd.DataFrame, small_n: int) -> Figure:
+def fig3(um: pd.DataFrame, small_n: int, *, seed: int = 0) -> Figure:
     """Average subgroup MSE per method, small against large subgroups (proportional, accuracy)."""
     sub = um[(um["design"] == "proportional") & (um["metric"] == "accuracy")]
     if sub.empty:
@@ -122,6 +126,7 @@ def fig3(um: pd.DataFrame, small_n: int) -> Figure:
         hue_order=["DT", "SR", "EB", "Lasso"],
         height=3.2,
         aspect=1.0,
+        seed=seed,
     )
     grid.set_ylabels("subgroup MSE (mean over subgroups)")
     grid.set_xlabels("subgroup size")
@@ -148,7 +153,7 @@ def fig4(um: pd.DataFrame, alpha: float) -> Figure:
     return fig
 
 
-def fig7(um: pd.DataFrame, source: str = "riskscores") -> Figure:
+def fig7(um: pd.DataFrame, source: str = "riskscores", *, seed: int = 0) -> Figure:
     """Tabular source: MSE ratio to DT of SR, EB and Lasso for accuracy, Brier score and cross-entropy."""
     sub = um[(um["source"] == source) & (um["design"] == "proportional")]
     if sub.empty:
@@ -167,6 +172,7 @@ def fig7(um: pd.DataFrame, source: str = "riskscores") -> Figure:
         order=["accuracy", "brier", "cross_entropy"],
         height=3.2,
         aspect=1.1,
+        seed=seed,
     )
     for ax in grid.axes.flat:
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
@@ -183,15 +189,16 @@ def write_figures(
     *,
     small_n: int,
     alpha: float,
+    seed: int = 0,
 ) -> None:
-    """Draw fig1, fig2, fig3, fig4 and fig7 (PNG and PDF) under ``outdir``."""
+    """Draw fig1, fig2, fig3, fig4 and fig7 (PNG and PDF) under ``outdir``; ``seed`` seeds the bootstraps."""
     sns.set_theme(style="whitegrid", font_scale=0.9)
     figures: dict[str, Callable[[], Figure]] = {
         "fig1": lambda: fig1(estimates),
-        "fig2": lambda: fig2(um),
-        "fig3": lambda: fig3(um, small_n),
+        "fig2": lambda: fig2(um, seed=seed),
+        "fig3": lambda: fig3(um, small_n, seed=seed),
         "fig4": lambda: fig4(um, alpha),
-        "fig7": lambda: fig7(um),
+        "fig7": lambda: fig7(um, seed=seed),
     }
     for name, draw in figures.items():
         save_figure(draw(), Path(outdir) / name)
