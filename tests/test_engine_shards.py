@@ -26,12 +26,18 @@ from unsure.engine.hf import HFEngine
 from unsure.engine.shards import run_shard
 from test_engine_shards import yes_no
 
-model, rows_path, out, shard, n_shards, delay = sys.argv[1:7]
+from pathlib import Path
+model, rows_path, out, shard, n_shards, delay, hold = sys.argv[1:8]
 logging.basicConfig(level=logging.INFO)
 engine = HFEngine(model)
 
+scored = []
+
 def score(chunk):
     time.sleep(float(delay))
+    while scored and hold and Path(hold).exists():  # one chunk scored: go on once the test lets go
+        time.sleep(0.05)
+    scored.append(len(chunk))
     return yes_no(engine, chunk)
 
 run_shard(pd.read_parquet(rows_path), score, out, shard=int(shard), n_shards=int(n_shards), chunk_rows=4,
@@ -77,8 +83,12 @@ def rows(tmp_path: Path) -> Path:
     return path
 
 
-def run(model: Path, rows: Path, out: Path, shard: int, n_shards: int, delay: float = 0.0) -> subprocess.Popen[bytes]:
+def run(
+    model: Path, rows: Path, out: Path, shard: int, n_shards: int, delay: float = 0.0, hold: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A scoring process; while ``hold`` exists it waits before each chunk after its first."""
     args = [sys.executable, "-c", SCORER, str(model), str(rows), str(out), str(shard), str(n_shards), str(delay)]
+    args.append(str(hold or ""))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
@@ -215,12 +225,15 @@ def test_a_second_process_on_a_running_shard_fails_at_once_naming_the_first(
     beside it; now the rerun's job stops at once and says which process holds the shard."""
     out = tmp_path / "s.parquet"
     chunks = out.with_name(out.name + ".chunks")
-    first = run(tiny_models["gpt2"], rows, out, 0, 1, delay=1.5)  # 10 chunks: 15 s, the second starts in ~5
+    hold = tmp_path / "hold"
+    hold.touch()  # the first process scores until the second has tried, however slow its start
+    first = run(tiny_models["gpt2"], rows, out, 0, 1, hold=hold)
     deadline = time.time() + 120
     while not list(chunks.glob("chunk-*.parquet")) and time.time() < deadline:
         time.sleep(0.05)
     second = run(tiny_models["gpt2"], rows, out, 0, 1)
     _, err = second.communicate(timeout=120)
+    hold.unlink()
     assert second.returncode != 0
     assert f"this shard is being scored by process {first.pid}" in err.decode()
     _, err = first.communicate(timeout=300)
