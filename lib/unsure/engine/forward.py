@@ -230,23 +230,24 @@ class Runner:
     def _reads(self, hidden: torch.Tensor, dev: dict[str, torch.Tensor], head: int) -> torch.Tensor:
         """Log-probs of the scored tokens, their greedy flags, and the log-probs of the read ids, as
         one float64 tensor (one transfer): the output projection only on the positions read."""
-        dev = {k: v.to(hidden.device, non_blocking=True) for k, v in dev.items()}  # the last GPU of a device map
+
+        def at(name: str) -> torch.Tensor:  # read indices follow the hidden states (the last GPU of a device map)
+            return dev[name].to(hidden.device, non_blocking=True)
+
         parts = []
         if dev["score_rows"].numel():
-            logits = self.logits(hidden[dev["score_rows"], dev["score_cols"] - head])
-            targets = dev["targets"][:, None].to(logits.device)
+            logits = self.logits(hidden[at("score_rows"), at("score_cols") - head])
+            targets = at("targets")[:, None].to(logits.device)
             parts += [
                 torch.log_softmax(logits, dim=-1).gather(1, targets)[:, 0].double(),
                 (logits.argmax(dim=-1, keepdim=True) == targets)[:, 0].double(),
             ]
         if dev["read_rows"].numel():
-            logprobs = torch.log_softmax(self.logits(hidden[dev["read_rows"], dev["read_cols"] - head]), dim=-1)
-            parts.append(logprobs.gather(1, dev["read_ids"].to(logprobs.device)).double().flatten())
-        return (
-            torch.cat([p.to(hidden.device) for p in parts])
-            if parts
-            else torch.empty(0, dtype=torch.float64, device=hidden.device)
-        )
+            logprobs = torch.log_softmax(self.logits(hidden[at("read_rows"), at("read_cols") - head]), dim=-1)
+            parts.append(logprobs.gather(1, at("read_ids").to(logprobs.device)).double().flatten())
+        if not parts:
+            return torch.empty(0, dtype=torch.float64, device=hidden.device)
+        return torch.cat([p.to(hidden.device) for p in parts])
 
     def _to_device(self, arr: npt.NDArray[np.int64]) -> torch.Tensor:
         """A host array on the model's device: through pinned memory, not waiting for the copy."""
