@@ -123,6 +123,22 @@ def test_lora_adapter_trains_on_the_label_saves_and_loads_back(tiny_models: dict
     assert probs(tuned)[target] > 5 * before[target]
 
 
+def test_lora_with_checkpointing_calls_no_deprecated_transformers_name(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """transformers 5.24 renamed ``gradient_checkpointing_enable``/``_disable`` (the old names warned once per
+    adapter in every LoRA job's log); training with checkpointing raises no FutureWarning."""
+    import warnings
+
+    engine = HFEngine(str(tiny_models["llama"]))
+    examples = [(prompts.sni_prompt(TASK.definition, POOL[:2], f"item {i}"), " Yes") for i in range(2)]
+    settings = LoraSettings(rank=4, alpha=8, epochs=1, gradient_checkpointing=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        losses = train_adapter(engine, examples, tmp_path / "adapter", settings)
+    assert len(losses) == 1 and not engine.model.is_activation_checkpointing  # off again after training
+
+
 # ---------------------------------------------------------------- the two label scorings on the real SNI tasks
 
 

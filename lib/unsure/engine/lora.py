@@ -97,7 +97,7 @@ def train_adapter(
     with peft_quietly():
         model = get_peft_model(engine.model, config)
     if settings.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        model.activation_checkpointing_enable()  # transformers 5.24's name (the old one warns)
         model.enable_input_require_grads()
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay)
@@ -137,5 +137,5 @@ def _base(model: PeftModel, checkpointing: bool) -> PreTrainedModel:
     """The base model with the LoRA layers removed (its own weights were never changed)."""
     base = cast(PreTrainedModel, model.unload())
     if checkpointing:
-        base.gradient_checkpointing_disable()
+        base.activation_checkpointing_disable()
     return base
