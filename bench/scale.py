@@ -48,7 +48,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -465,6 +465,8 @@ class Work:
     loads: int = 0
     api: bool = False
     requests: float = 0.0
+    kind: str | None = None
+    """The request kind its tokens run as, where its rule runs more than one (else :data:`RULE_KINDS`)."""
 
 
 def task_features(cfg: Config, task: str) -> tuple[str, ...]:
@@ -487,6 +489,7 @@ def _riskscores(cfg: Config, L: Lengths) -> list[Work]:
     for m in study.models:
         entry = cfg.models[m]
         api, chat = entry.backend == "openai", CHAT_TOKENS if entry.instruct else 0
+        first = True  # a job scores every task and prompting of its model and shard: one load per job
         for t in study.tasks:
             rows = min(study.n_eval, ACS_POPULATION.get(t, study.n_eval)) + study.threshold_rows
             for p in study.prompting:
@@ -495,8 +498,9 @@ def _riskscores(cfg: Config, L: Lengths) -> list[Work]:
                 else:  # the prompt once, then the first digit through the KV cache
                     tokens = rows * (L.risk_numeric[t] + chat + 1)
                     requests = rows * (1 if entry.instruct else 2)  # chat APIs: one free-form reply
-                match = {"rs_model": m, "rs_task": t, "rs_prompting": p}
-                out.append(_work("riskscores", "riskscores_infer", m, match, api, tokens, requests, study.shards))
+                loads, first = (study.shards if first else 0), False
+                work = _work("riskscores", "riskscores_infer", m, {"rs_model": m}, api, tokens, requests, loads)
+                out.append(replace(work, kind="numeric" if p == "numeric" else "risk_scores"))
             n = min(study.importance.rows, study.n_eval)
             if m in study.analysis_models("importance") and t in study.analysis_tasks("importance"):
                 scorings = n * (1 + len(task_features(cfg, t))) * orders  # unpermuted, then each feature permuted
@@ -740,6 +744,8 @@ class Cost:
     gpus: int
     job_hours: float
     flops: float
+    on: frozenset[str] = frozenset()
+    """Its jobs (rule and wildcards): a job that runs several work items runs for the sum of their hours."""
 
     @property
     def gpu_hours(self) -> float:
@@ -759,15 +765,14 @@ RULE_KINDS = {
     "labelbias_lora_differences": "label_scores",
     "decisionrisk_generative": "label_scores",
 }
-"""The request kind (``bench/gpu.py``'s names) whose MFU a rule's forward tokens run at; ``riskscores_infer`` is
-``risk_scores`` or ``numeric`` by its prompting. Rules not named (fine-tuning, the encoders) get :data:`MFU`."""
+"""The request kind (``bench/gpu.py``'s names) whose MFU a rule's forward tokens run at; ``riskscores_infer``'s
+work items name theirs (``risk_scores`` or ``numeric`` by prompting). Rules not named (fine-tuning, the encoders)
+get :data:`MFU`."""
 
 
 def request_kind(work: Work) -> str | None:
     """The request kind of a work item's forward tokens, or ``None`` where ``bench/gpu.py`` times none like it."""
-    if work.rule == "riskscores_infer":
-        return "numeric" if work.match.get("rs_prompting") == "numeric" else "risk_scores"
-    return RULE_KINDS.get(work.rule)
+    return work.kind or RULE_KINDS.get(work.rule)
 
 
 @dataclass(frozen=True)
@@ -839,6 +844,11 @@ def utilisation(mfu: float | None, mfu_file: str, root: Path = REPO) -> tuple[fl
     return table, f"MFU per request kind and model shape from {mfu_file}, measured on {table.device} ({table.date})"
 
 
+def job_label(job: Job) -> str:
+    """A job as the report names it: its rule and wildcards."""
+    return f"`{job.rule}` ({', '.join(f'{k}={v}' for k, v in job.wildcards.items())})"
+
+
 def costs(
     cfg: Config,
     work: Sequence[Work],
@@ -870,7 +880,8 @@ def costs(
         seconds = (forward / forward_mfu + train / train_mfu) / (peak_tflops * 1e12)
         seconds += w.loads * 2 * total / (load_gb_per_s * 1e9)
         flops = forward + train
-        out.append(Cost(w, len(mine), max(j.gpus for j in mine), seconds / len(mine) / 3600, flops))
+        on = frozenset(job_label(j) for j in mine)
+        out.append(Cost(w, len(mine), max(j.gpus for j in mine), seconds / len(mine) / 3600, flops, on))
     stray = [j for j in jobs if j.gpus > 0 and id(j) not in covered]
     if stray:
         raise EstimateError(
@@ -972,8 +983,14 @@ def report(
         out += ["**Model work in jobs that ask for no GPU** (runs on CPU)", ""]
         out += [_table(("rule", "model", "tokens", "TFLOP"), rows), ""]
 
-    longest = max(gpu, key=lambda c: c.job_hours, default=None)
-    job_hours = longest.job_hours if longest else 0.0
+    per_job: dict[str, float] = defaultdict(float)
+    job_gpus: dict[str, int] = defaultdict(int)
+    for c in gpu:
+        for label in c.on:
+            per_job[label] += c.job_hours
+            job_gpus[label] = max(job_gpus[label], c.gpus)
+    longest = max(sorted(per_job), key=per_job.__getitem__, default=None)
+    job_hours = per_job[longest] if longest else 0.0
     rows = []
     for n in gpu_counts:
         fits = all(c.gpus <= n for c in gpu)
@@ -982,8 +999,7 @@ def report(
     out += ["**Wall time** (hours; at least the larger of the two bounds)", ""]
     out += [_table(("GPUs", "GPU-hours / GPUs", "longest job", "wall time at least"), rows)]
     if longest:
-        what = ", ".join(f"{k}={v}" for k, v in longest.work.match.items())
-        out += ["", f"Longest job: `{longest.work.rule}` ({what}), {longest.gpus} GPUs, {longest.job_hours:.1f} h."]
+        out += ["", f"Longest job: {longest}, {job_gpus[longest]} GPUs, {_h(job_hours)} h."]
 
     checks = []
     for name in sorted({c.work.model for c in gpu} & set(cfg.models)):

@@ -18,21 +18,23 @@ from workflow_helpers import SNAKEMAKE, install_demo_zoo, snakemake, untrained
 pytestmark = pytest.mark.workflow
 
 SHARD = "results/riskscores/scores/shards/tiny-llama/ACSIncome/multiple_choice/0.parquet"
-SHARD_LOG = "results/riskscores/logs/infer/tiny-llama/ACSIncome/multiple_choice/0.log"
+SHARD_LOG = "results/riskscores/logs/infer/tiny-llama/0.log"
 
 
 def demo_config(checkout: Path, name: str, **riskscores: object) -> Path:
     raw = untrained(yaml.safe_load((checkout / "config" / "demo.yaml").read_text()))
-    raw["studies"]["riskscores"].update(riskscores)
+    # one task and prompting: the shard's job scores every one of them
+    raw["studies"]["riskscores"].update({"tasks": ["ACSIncome"], "prompting": ["multiple_choice"], **riskscores})
     path = checkout / name
     path.write_text(yaml.safe_dump(raw))
     return path
 
 
 def cache_line(root: Path) -> tuple[int, int]:
-    """(rows from the cache, rows of the shard), from the shard's log."""
-    found = re.findall(r"request cache \S+: (\d+) of (\d+) rows from the cache", (root / SHARD_LOG).read_text())
-    assert found, (root / SHARD_LOG).read_text()[-2000:]
+    """(rows from the cache, rows of the shard), from its job's log."""
+    text = (root / SHARD_LOG).read_text()
+    found = re.findall(rf"request cache \S+: (\d+) of (\d+) rows from the cache \({re.escape(SHARD)}\)", text)
+    assert found, text[-2000:]
     return int(found[-1][0]), int(found[-1][1])
 
 

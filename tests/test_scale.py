@@ -85,10 +85,8 @@ def listing(jobs: list[tuple[str, dict[str, str], int | None]]) -> str:
 def hand_dag() -> list[tuple[str, dict[str, str], int | None]]:
     jobs: list[tuple[str, dict[str, str], int | None]] = []
     for model, gpus in (("m7", 1), ("chat-api", 0)):
-        for prompting in ("multiple_choice", "numeric"):
-            for shard in ("0", "1"):
-                wc = {"rs_model": model, "rs_task": "ACSIncome", "rs_prompting": prompting, "rs_shard": shard}
-                jobs.append(("riskscores_infer", wc, gpus))
+        for shard in ("0", "1"):  # a job scores every task and prompting of its model and shard
+            jobs.append(("riskscores_infer", {"rs_model": model, "rs_shard": shard}, gpus))
     jobs.append(("riskscores_importance", {"rs_model": "m7", "rs_task": "ACSIncome"}, 1))
     jobs.append(("riskscores_importance", {"rs_model": "xgboost", "rs_task": "ACSIncome"}, 0))
     jobs.append(("riskscores_evidence", {"rs_model": "xgboost", "rs_task": "ACSIncome"}, 0))
@@ -99,12 +97,8 @@ def hand_dag() -> list[tuple[str, dict[str, str], int | None]]:
 
 def test_dry_run_listing_is_read_job_by_job_and_checked_against_its_stats() -> None:
     jobs = scale.parse_dag(listing(hand_dag()))
-    assert len(jobs) == 13
-    assert jobs[0] == scale.Job(
-        "riskscores_infer",
-        {"rs_model": "m7", "rs_task": "ACSIncome", "rs_prompting": "multiple_choice", "rs_shard": "0"},
-        1,
-    )
+    assert len(jobs) == 9
+    assert jobs[0] == scale.Job("riskscores_infer", {"rs_model": "m7", "rs_shard": "0"}, 1)
     assert [j.gpus for j in jobs if j.rule in ("riskscores_metrics", "all")] == [0, 0]
     broken = listing(hand_dag()).replace("riskscores_importance    2", "riskscores_importance    3")
     with pytest.raises(scale.EstimateError, match="cannot parse"):
@@ -114,22 +108,24 @@ def test_dry_run_listing_is_read_job_by_job_and_checked_against_its_stats() -> N
 def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     cfg = parse_config(HAND)
     work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50, tail=12))
-    by = {(w.rule, w.model, w.match.get("rs_prompting")): w for w in work}
+    by = {(w.rule, w.model, w.kind): w for w in work}
     rows = 1000 + 10  # evaluation rows and the threshold rows
-    mc = by[("riskscores_infer", "m7", "multiple_choice")]
-    # both option orders in one packed sequence: the prompt, then the second order's 12-token tail; a load per shard
+    mc = by[("riskscores_infer", "m7", "risk_scores")]
+    # both option orders in one packed sequence: the prompt, then the second order's 12-token tail; a load per
+    # shard, counted once for the job's every task and prompting
     assert mc.tokens == rows * (100 + 12) and mc.loads == 2 and not mc.api
-    assert by[("riskscores_infer", "m7", "numeric")].tokens == rows * (90 + 1)  # the prompt once, one cached digit
+    numeric = by[("riskscores_infer", "m7", "numeric")]
+    assert numeric.tokens == rows * (90 + 1) and numeric.loads == 0  # the prompt once, one cached digit
     assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * (80 + 12)  # ACSIncome: 10 features
-    assert by[("riskscores_infer", "chat-api", "multiple_choice")].requests == rows * 2
+    assert by[("riskscores_infer", "chat-api", "risk_scores")].requests == rows * 2
     assert by[("riskscores_infer", "chat-api", "numeric")].requests == rows  # one free-form chat reply
     assert by[("riskscores_infer", "chat-api", "numeric")].tokens == 0
     assert len(work) == 5  # no evidence work: its model list is empty
 
     jobs = scale.parse_dag(listing(hand_dag()))
-    cost = {(c.work.rule, c.work.model, c.work.match.get("rs_prompting")): c for c in
+    cost = {(c.work.rule, c.work.model, c.work.kind): c for c in
             scale.costs(cfg, work, jobs, mfu=0.5, peak_tflops=100, load_gb_per_s=1)}  # fmt: skip
-    c = cost[("riskscores_infer", "m7", "multiple_choice")]
+    c = cost[("riskscores_infer", "m7", "risk_scores")]
     seconds = 2 * 7.24e9 * 113_120 / (0.5 * 100e12) + 2 * (2 * 7.24e9 / 1e9)  # compute + two loads of 14.48 GB
     assert (c.jobs, c.gpus) == (2, 1)
     assert c.job_hours == pytest.approx(seconds / 2 / 3600)
@@ -139,7 +135,11 @@ def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     text = scale.report(cfg, "hand.yaml", jobs, list(cost.values()), lengths(cfg), gpu_counts=[8], mfu=0.5,
                         peak_tflops=100)  # fmt: skip
     assert "80 GB per GPU" in text  # the config's gpu_memory_gb
-    assert "| riskscores | 12 | 5 |" in text  # 8 inference, 2 importance, 1 evidence, 1 metrics job
+    assert "| riskscores | 8 | 3 |" in text  # 4 inference, 2 importance, 1 evidence, 1 metrics job
+    # the longest job: an m7 shard, its multiple-choice and numeric work together
+    numeric_seconds = 2 * 7.24e9 * rows * (90 + 1) / (0.5 * 100e12)
+    longest = (seconds + numeric_seconds) / 2 / 3600
+    assert f"Longest job: `riskscores_infer` (rs_model=m7, rs_shard=0), 1 GPUs, {scale._h(longest)} h." in text
     assert "| gpt-4o-mini" not in text and "| chat-api | riskscores | 3.03k |" in text
     assert "every model's `gpus` matches" in text
 
@@ -328,11 +328,7 @@ def test_mfu_per_request_kind_and_nearest_shape_from_the_gpu_record(tmp_path: Pa
     assert table.of("risk_scores", 7.24e9) == 0.4 and table.of("risk_scores", 70e9) == 0.4  # nearest: 8b
     assert table.of("numeric", 1.2e9) == 0.1 and table.of("label_scores", 2.5e9) == 0.04  # 2.5B is nearer 1.5B
     assert table.of(None, 8e9) == scale.MFU and table.of("embeddings", 8e9) == scale.MFU
-    kinds = {
-        scale.request_kind(scale.Work("riskscores", "riskscores_infer", "m", {"rs_prompting": p})) for p in
-        ("multiple_choice", "numeric")
-    }  # fmt: skip
-    assert kinds == {"risk_scores", "numeric"}
+    assert scale.request_kind(scale.Work("riskscores", "riskscores_infer", "m", {}, kind="numeric")) == "numeric"
     assert scale.request_kind(scale.Work("nextword", "nextword_sample", "m", {})) == "word_sampling"
     assert scale.request_kind(scale.Work("decisionrisk", "decisionrisk_encoder", "m", {})) is None
 
@@ -341,17 +337,17 @@ def test_mfu_per_request_kind_and_nearest_shape_from_the_gpu_record(tmp_path: Pa
     work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50, tail=12))
     jobs = scale.parse_dag(listing(hand_dag()))
     flat = {
-        (c.work.rule, c.work.match.get("rs_prompting")): c
+        (c.work.rule, c.work.kind): c
         for c in scale.costs(cfg, work, jobs, mfu=0.5, peak_tflops=100, load_gb_per_s=1e9)
         if c.work.model == "m7"
     }
     measured = {
-        (c.work.rule, c.work.match.get("rs_prompting")): c
+        (c.work.rule, c.work.kind): c
         for c in scale.costs(cfg, work, jobs, mfu=table, peak_tflops=100, load_gb_per_s=1e9)
         if c.work.model == "m7"
     }
     factors = {
-        ("riskscores_infer", "multiple_choice"): 0.5 / 0.4,
+        ("riskscores_infer", "risk_scores"): 0.5 / 0.4,
         ("riskscores_infer", "numeric"): 0.5 / 0.35,
         ("riskscores_importance", None): 0.5 / 0.4,
     }

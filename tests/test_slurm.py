@@ -136,9 +136,9 @@ def job_mid_shard(root: Path, timeout: float) -> str | None:
     while time.monotonic() < deadline:
         for chunk_dir in shards.rglob("*.parquet.chunks"):
             if any(chunk_dir.glob("chunk-*.parquet")) and not chunk_dir.with_suffix("").exists():
-                wildcards = chunk_dir.relative_to(shards).with_suffix("").with_suffix("").parts
-                for job, comment in queued():
-                    if "riskscores_infer" in comment and all(w in comment for w in wildcards):
+                model, *_, shard = chunk_dir.relative_to(shards).with_suffix("").with_suffix("").parts
+                for job, comment in queued():  # a job scores every task and prompting of its model and shard
+                    if comment == f"rule_riskscores_infer_wildcards_{model}_{shard}":
                         return job
         time.sleep(0.5)
     return None

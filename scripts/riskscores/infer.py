@@ -1,4 +1,5 @@
-"""Risk scores of one model on one shard of one task's rows, with one prompting kind."""
+"""Risk scores of one model on one shard of every task's rows, with every prompting kind: the
+model loads once per job."""
 
 import pandas as pd
 
@@ -13,32 +14,37 @@ from unsure.riskscores.tasks import scored_rows, task_from_spec
 
 with logged(snakemake.log[0]) as log:
     p, wc = snakemake.params, snakemake.wildcards
-    task = task_from_spec(wc.rs_task, p.spec, read_dictionary(snakemake.input.dictionary))
-    rows = pd.read_parquet(snakemake.input.rows)
-    shots = draw_shots(rows[rows["split"] == "train"], p.few_shot, p.seed)
+    dictionary = read_dictionary(snakemake.input.dictionary)
     entry = Model.model_validate(p.model)
     engine = load_engine(entry)
-    score = make_scorer(
-        engine,
-        task,
-        wc.rs_prompting,
-        year=p.year,
-        instruct=entry.instruct,
-        both_orders=p.both_orders,
-        shots=shots,
-        protocol=p.protocol,
-    )
-    fingerprint = {"model": p.model, "task": repr(task), "prompting": wc.rs_prompting, "both_orders": p.both_orders,
-                   "shots": [s.text for s in shots], "year": p.year, "protocol": p.protocol}  # fmt: skip
-    run_shard(
-        scored_rows(rows, p.threshold_rows)[["row_id", "text"]],
-        score,
-        snakemake.output[0],
-        shard=int(wc.rs_shard),
-        n_shards=p.shards,
-        chunk_rows=p.chunk_rows,
-        fingerprint=fingerprint,
-        model=entry,
-        tokens=engine.tokens_processed,
-        cache=request_cache(snakemake.config),
-    )
+    tasks = [t for t, _ in p.scored]
+    rows_of = dict(zip(dict.fromkeys(tasks), snakemake.input.rows, strict=True))
+    for (task_name, prompting), out in zip(p.scored, snakemake.output, strict=True):
+        task = task_from_spec(task_name, p.specs[task_name], dictionary)
+        rows = pd.read_parquet(rows_of[task_name])
+        shots = draw_shots(rows[rows["split"] == "train"], p.few_shot, p.seed)
+        score = make_scorer(
+            engine,
+            task,
+            prompting,
+            year=p.year,
+            instruct=entry.instruct,
+            both_orders=p.both_orders,
+            shots=shots,
+            protocol=p.protocol,
+        )
+        fingerprint = {"model": p.model, "task": repr(task), "prompting": prompting, "both_orders": p.both_orders,
+                       "shots": [s.text for s in shots], "year": p.year, "protocol": p.protocol}  # fmt: skip
+        log.info("%s, %s, %s: shard %s", wc.rs_model, task_name, prompting, wc.rs_shard)
+        run_shard(
+            scored_rows(rows, p.threshold_rows)[["row_id", "text"]],
+            score,
+            out,
+            shard=int(wc.rs_shard),
+            n_shards=p.shards,
+            chunk_rows=p.chunk_rows,
+            fingerprint=fingerprint,
+            model=entry,
+            tokens=engine.tokens_processed,
+            cache=request_cache(snakemake.config),
+        )

@@ -1,7 +1,7 @@
 """Language models as risk scores on ACS PUMS tasks (Cruz et al., folktexts).
 
 persons (all state zips, once) -> task rows (population, label, seeded split,
-feature text) -> inference, sharded per model x task x prompting -> all per-row
+feature text) -> inference, one job per model and shard (every task and prompting) -> all per-row
 scores in one file and the metrics; baselines (LR, XGBoost), permutation
 importance, increasing evidence -> tables (paper numbering) and figures; plus
 the per-instance file the subgroups study reads."""
@@ -105,6 +105,9 @@ RS_SPECS = {
     t: (RISK.custom_tasks[t].model_dump() if t in RISK.custom_tasks else None)
     for t in RISK.tasks
 }
+# what one inference job scores, in its outputs' order: every task and prompting, so that a
+# job loads its model once (a 70B model loads in minutes) and runs all of them on its shard
+RS_SCORED = [(t, p) for t in RISK.tasks for p in RISK.prompting]
 RS_RUNS = [
     {
         "model": m,
@@ -115,8 +118,7 @@ RS_RUNS = [
         ],
     }
     for m in RISK.models
-    for t in RISK.tasks
-    for p in RISK.prompting
+    for t, p in RS_SCORED
 ]
 
 
@@ -167,20 +169,24 @@ rule riskscores_task:
 
 rule riskscores_infer:
     input:
-        rows=f"{RS}/data/{{rs_task}}.parquet",
+        rows=expand(f"{RS}/data/{{task}}.parquet", task=RISK.tasks),
         dictionary=ACS_DICTIONARY,
         model=lambda wc: model_files(wc.rs_model),
     output:
-        f"{RS}/scores/shards/{{rs_model}}/{{rs_task}}/{{rs_prompting}}/{{rs_shard}}.parquet",
+        [
+            f"{RS}/scores/shards/{{rs_model}}/{t}/{p}/{{rs_shard}}.parquet"
+            for t, p in RS_SCORED
+        ],
     log:
-        f"{RS_LOGS}/infer/{{rs_model}}/{{rs_task}}/{{rs_prompting}}/{{rs_shard}}.log",
+        f"{RS_LOGS}/infer/{{rs_model}}/{{rs_shard}}.log",
     conda:
         "../../envs/unsure.yaml"
     resources:
         gpu=lambda wc: model_gpus(wc.rs_model),
     params:
         model=lambda wc: CFG.models[wc.rs_model].model_dump(),
-        spec=lambda wc: RS_SPECS[wc.rs_task],
+        scored=RS_SCORED,
+        specs=RS_SPECS,
         year=ACS.year,
         shards=RISK.shards,
         chunk_rows=RISK.chunk_rows,

@@ -175,13 +175,14 @@ def _score_chunks(
     bar.close()
     if store is not None:
         store.compact()
-        log.info("request cache %s: %d of %d rows from the cache", store.folder, from_cache, len(mine))
+        log.info("request cache %s: %d of %d rows from the cache (%s)", store.folder, from_cache, len(mine), out)
     result = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({ID: []})
     write_parquet(out, result)
     seconds = time.perf_counter() - start
     n_tokens = (tokens() if tokens else 0) - tokens0
     log.info(
-        "done: %d rows (%d of %d chunks resumed), %d tokens, %.1f s, %.0f tokens/s",
+        "done: %s: %d rows (%d of %d chunks resumed), %d tokens, %.1f s, %.0f tokens/s",
+        out,
         len(mine),
         resumed,
         n_chunks,
