@@ -220,3 +220,4 @@ rule decisionrisk_all:
         rules.decisionrisk_tables.output if DR_BENCHMARKS else [],
         rules.decisionrisk_figures.output if DR_BENCHMARKS else [],
         rules.decisionrisk_subgroups_input.output if DR_BENCHMARKS else [],
+        "results/decisionrisk/provenance.json" if DR_BENCHMARKS else [],

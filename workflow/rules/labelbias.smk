@@ -318,3 +318,4 @@ rule labelbias_all:
         rules.labelbias_figures.output,
         rules.labelbias_subgroups_input.output,
         expand(f"{LB}/scores/{{model}}_methods.parquet", model=LB_MODELS),
+        "results/labelbias/provenance.json",

@@ -387,3 +387,4 @@ rule nextword_all:
     input:
         rules.nextword_tables.output,
         rules.nextword_figures.output,
+        "results/nextword/provenance.json",

@@ -1,8 +1,8 @@
 """Which weights, code, packages and settings made each study's results.
 
-One rule per study, written after the study's outputs (its ``<study>_all``) and
-again whenever they or the study's config slice change; the report files it
-under the study as ``provenance``.
+One rule per study, written after the study's outputs (the rest of its
+``<study>_all``, which asks for it too) and again whenever they or the study's
+config slice change; the report files it under the study as ``provenance``.
 """
 
 for _study in STUDIES:
@@ -11,7 +11,11 @@ for _study in STUDIES:
         name:
             f"{_study}_provenance"
         input:
-            getattr(rules, f"{_study}_all").input,
+            [
+                f
+                for f in getattr(rules, f"{_study}_all").input
+                if f != f"results/{_study}/provenance.json"
+            ],
         output:
             report(
                 f"results/{_study}/provenance.json",

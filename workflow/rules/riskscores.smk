@@ -365,3 +365,4 @@ rule riskscores_all:
         rules.riskscores_figures.output,
         rules.riskscores_metrics.output,
         rules.riskscores_subgroups_input.output,
+        "results/riskscores/provenance.json",

@@ -174,3 +174,4 @@ rule subgroups_all:
     input:
         rules.subgroups_tables.output,
         rules.subgroups_figures.output,
+        "results/subgroups/provenance.json",
