@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -213,20 +214,25 @@ def embedded(page: str, name: str) -> object:
 
 
 @pytest.fixture(scope="module")
-def demo_report(tmp_path_factory: pytest.TempPathFactory, demo_zoo: dict[str, Path]) -> Report:
-    """The demo built once in a throwaway copy (its untrained zoo the session's), then its
-    single-file HTML report."""
-    root = copy_workflow(tmp_path_factory.mktemp("report") / "repo")
-    install_demo_zoo(root, demo_zoo)
+def demo_report(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Report:
+    """The single-file HTML report of a finished demo: ``make demo``'s, when
+    ``$UNSURE_DEMO_RESULTS`` names its ``results/`` (``make test`` runs the demo first), else the
+    demo built once in a throwaway copy (its untrained zoo the session's)."""
+    out = tmp_path_factory.mktemp("report")
+    given = os.environ.get("UNSURE_DEMO_RESULTS")
     start = time.monotonic()
-    run = snakemake("all", "-c2", "--configfile", "config/demo.yaml", UNTRAINED, cwd=root, timeout=1800)
-    assert run.returncode == 0, run.stderr[-5000:]
+    if given:
+        root, configs = Path(given).resolve().parent, ["--configfile", "config/demo.yaml"]
+        assert (root / "Snakefile").is_file(), f"UNSURE_DEMO_RESULTS={given} is not a workflow's results/"
+    else:
+        root, configs = copy_workflow(out / "repo"), ["--configfile", "config/demo.yaml", UNTRAINED]
+        install_demo_zoo(root, request.getfixturevalue("demo_zoo"))
+        run = snakemake("all", "-c2", *configs, cwd=root, timeout=1800)
+        assert run.returncode == 0, run.stderr[-5000:]
     built = time.monotonic()
-    run = snakemake(
-        "--report", "results/report.html", "--configfile", "config/demo.yaml", UNTRAINED, cwd=root, timeout=600
-    )
+    path = out / "report.html"
+    run = snakemake("--report", str(path), *configs, cwd=root, timeout=600)
     assert run.returncode == 0, run.stderr[-5000:]
-    path = root / "results" / "report.html"
     print(
         f"\ndemo {built - start:.0f} s, report {time.monotonic() - built:.0f} s, "
         f"{path} {path.stat().st_size / 2**20:.1f} MiB"
