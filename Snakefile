@@ -5,14 +5,24 @@ snakemake all --configfile config/demo.yaml       # the embedded demo, locally
 snakemake results/<study>/figures/<name>.png      # one figure only
 """
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
+
+from unsure.config import ConfigError, read_default_config
 
 min_version("9.0")
 
 
 # The paper config, unless --configfile names another: that one replaces it
-# (never merged into it), in this process and in every cluster job.
+# (never merged into it), in this process and in every cluster job. It is read
+# first with the project's loader, which refuses YTE templates (Snakemake's
+# loader runs them) and names a missing file's remedy. A --configfile is read
+# by Snakemake before this file runs: `unsure run` checks those (unsure.run).
 if not workflow.overwrite_configfiles:
+    try:
+        read_default_config()
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
 
     configfile: "config/config.yaml"
 

@@ -16,7 +16,10 @@ The workflow-level cases at the end run the real Snakemake CLI on a throwaway
 copy: a broken config or a corrupted input after a successful run changes no
 existing result, and a download rule that meets an HTML page, a truncated zip,
 an empty body or a dropped connection leaves no file behind and succeeds once
-the server is fixed.
+the server is fixed. Config files that Snakemake reads (and would evaluate, for
+a YTE template) before any code of the workflow runs are met through ``unsure
+run`` (``unsure.run``), which reads them first, and in the Snakefile, which
+reads ``config/config.yaml`` before Snakemake's loader does.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import yaml
 from workflow_helpers import REPO, copy_workflow, snakemake, untrained
 
 from unsure import sources
-from unsure.config import ConfigError, load_config
+from unsure.config import ConfigError, load_config, read_default_config
 from unsure.download import LocalCopyError
 from unsure.nextword.data import read_norms, read_samples
 from unsure.riskscores.dictionary import read_dictionary
@@ -177,6 +180,18 @@ def _yaml_text(tmp: Path, text: str) -> Path:
 
 def _load(tmp: Path, edit: Callable[[dict[str, Any]], object]) -> object:
     return load_config(_config(tmp, edit))
+
+
+def _yte(tmp: Path) -> str:
+    """A YTE template whose evaluation creates ``tmp/pwned`` (Snakemake's loader evaluates it)."""
+    return f'__use_yte__: true\nseed: ?__import__("pathlib").Path(r"{tmp / "pwned"}").touch() or 0\n'
+
+
+def _a_file(path: Path) -> str:
+    """``path`` made an (empty) file, as a string for a config value."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return str(path)
 
 
 def _rezip_without(src: Path, dest: Path, column: str) -> Path:
@@ -383,13 +398,25 @@ CASES = [
          ("config key studies.subgroups.alpha", "'5%'"), ConfigError),
     Case("config-yaml-syntax-error",
          lambda k, t: load_config(_yaml_text(t, "seed: 0\nstudies: {subgroups: [unclosed\n")),
-         ("broken.yaml: not a valid config file", "line 3"), ConfigError),
+         ("broken.yaml:3:1: not a valid config file (line 3, column 1)", "expected ',' or ']'"), ConfigError),
     Case("config-yaml-python-tag",
          lambda k, t: load_config(_yaml_text(t, "seed: !!python/object/apply:os.system ['touch pwned']\n")),
-         ("broken.yaml: not a valid config file", "python/object/apply:os.system"), ConfigError),
+         ("broken.yaml:1:7: not a valid config file",
+          "the Python tag !!python/object/apply:os.system is refused"), ConfigError),
+    Case("config-yte-template", lambda k, t: load_config(_yaml_text(t, _yte(t))),
+         ("broken.yaml:1:1: not a valid config file", "__use_yte__ is refused",
+          "a YTE template runs Python code"), ConfigError),
+    Case("config-not-utf8",
+         lambda k, t: load_config(_write(t / "broken.yaml", b'seed: 0\nzoo: {seed: "' + LATIN1 + b'"}\n')),
+         ("broken.yaml: not UTF-8", "byte 0xe9 at byte offset 24 (line 2)"), ConfigError),
+    Case("config-file-missing", lambda k, t: load_config(t / "nope.yaml"),
+         ("nope.yaml: no such config file",), ConfigError),
+    Case("config-default-file-missing", lambda k, t: read_default_config(t),
+         ("config/config.yaml: no such config file", "without --configfile", "pass --configfile FILE"),
+         ConfigError),
     Case("config-key-given-twice",
          lambda k, t: load_config(_yaml_text(t, "models:\n  m: {id: gpt2}\n  m: {id: gpt2-xl}\n")),
-         ("broken.yaml", "key 'm' is given twice", "line 3"), ConfigError),
+         ("broken.yaml:3:3", "key 'm' is given twice", "line 3"), ConfigError),
     Case("config-top-level-not-a-mapping",
          lambda k, t: load_config(_yaml_text(t, "- seed\n- models\n")),
          ("broken.yaml: the config must be a mapping",), ConfigError),
@@ -441,6 +468,16 @@ CASES = [
     Case("api-settings-on-a-local-model",
          lambda k, t: _load(t, lambda c: c["models"]["tiny-gpt2"].update(timeout_s=5)),
          ("config key models.tiny-gpt2", "timeout_s: only for backend 'openai'"), ConfigError),
+    Case("request-cache-is-a-file",
+         lambda k, t: _load(t, lambda c: c.update(request_cache=_a_file(t / "cache"))),
+         ("config key request_cache: ", "cache is a file, not a folder"), ConfigError),
+    Case("request-cache-under-a-file",
+         lambda k, t: _load(t, lambda c: c.update(request_cache=str(Path(_a_file(t / "results")) / "cache"))),
+         ("config key request_cache: ", "results/cache: ", "results is a file, not a folder"), ConfigError),
+    Case("riskscores-n-train-below-threshold-rows",
+         lambda k, t: _load(t, lambda c: c["studies"]["riskscores"].update(n_train=5, threshold_rows=20)),
+         ("config key studies.riskscores: n_train (5) is not above threshold_rows (20)",
+          "raise studies.riskscores.n_train or lower studies.riskscores.threshold_rows"), ConfigError),
     Case("mirror-without-download",
          lambda k, t: _load(t, lambda c: c["data"]["provo"].update(mirror="http://mirror.example/provo")),
          ("config key data.provo", "mirror is only used by source 'download'"), ConfigError),
@@ -788,3 +825,174 @@ def test_the_workflow_rejects_a_model_key_given_twice(checkout: Path) -> None:
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert f"key {name!r} is given twice" in out and "doubled.yaml" in out and f"line {at + 2}" in out, out
+
+
+# --------------------------------------------------------------------------- workflow: config files, `unsure run`
+
+# Snakemake reads every --configfile while parsing its command line, before any code of the
+# workflow runs: its loader evaluates YTE templates and reports a syntax error, a Python tag
+# or a Latin-1 byte without file or line. `unsure run` (unsure.run) reads the same files with
+# the project's loader first; these cases meet it where a user does, in process (no Snakemake
+# is started: os.execvp would fail the test).
+
+RUN_CASES: dict[str, tuple[dict[str, bytes], list[str], tuple[str, ...]]] = {
+    "yaml-syntax-error": (
+        {"bad.yaml": b"seed: 0\nstudies: {subgroups: [unclosed\n"},
+        ["--configfile", "bad.yaml"],
+        ("bad.yaml:3:1: not a valid config file (line 3, column 1)",),
+    ),
+    "python-tag": (
+        {"bad.yaml": b"seed: !!python/object/apply:os.system ['touch pwned']\n"},
+        ["--configfiles", "bad.yaml"],
+        ("bad.yaml:1:7", "the Python tag !!python/object/apply:os.system is refused"),
+    ),
+    "latin-1-byte": (
+        {"bad.yaml": b'seed: 0\nzoo: {seed: "' + LATIN1 + b'"}\n'},
+        ["--configfile=bad.yaml"],
+        ("bad.yaml: not UTF-8: byte 0xe9 at byte offset 24 (line 2)",),
+    ),
+    "missing-configfile": ({}, ["all", "--configfile", "nope.yaml"], ("nope.yaml: no such config file",)),
+    "missing-default-config": (
+        {},
+        ["all", "-d", "elsewhere"],
+        ("elsewhere/config/config.yaml: no such config file", "pass --configfile FILE (config/demo.yaml"),
+    ),
+    "second-file-names-the-key": (
+        {"over.yaml": b"studies: {riskscores: {n_train: 5}}\n"},
+        ["--configfile", "demo.yaml", "over.yaml"],
+        ("demo.yaml, over.yaml: invalid config", "config key studies.riskscores: n_train (5) is not above"),
+    ),
+    "default-config-with-request-cache-a-file": (
+        {"run/results/cache": b"", "run/config/config.yaml": b"request_cache: results/cache\n"},
+        ["-d", "run"],
+        ("config key request_cache: results/cache is a file, not a folder",),
+    ),
+    "config-override-on-the-command-line": (
+        {"cache": b""},
+        ["--configfile", "demo.yaml", "--config", "request_cache=cache"],
+        ("config key request_cache: cache is a file, not a folder",),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_CASES))
+def test_unsure_run_refuses_a_bad_config_without_starting_snakemake(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from unsure import run
+
+    files, argv, names = RUN_CASES[name]
+    shutil.copy(REPO / "config" / "demo.yaml", tmp_path / "demo.yaml")
+    for rel, data in files.items():
+        _write(tmp_path / rel, data)
+    monkeypatch.chdir(tmp_path)
+
+    def no_snakemake(*args: object) -> None:
+        raise AssertionError(f"Snakemake was started: {args}")
+
+    monkeypatch.setattr(os, "execvp", no_snakemake)
+    assert run.main(["run", "-n", *argv]) == 2
+    err = capsys.readouterr().err
+    for part in names:
+        assert part in err, f"{part!r} not in:\n{err}"
+    assert err.startswith("unsure run: ") and "nothing was run" in err and "Traceback" not in err
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_unsure_without_run_prints_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    from unsure import run
+
+    assert run.main([]) == 2
+    assert "usage: unsure run [snakemake arguments]" in capsys.readouterr().err
+    assert run.main(["--help"]) == 0
+    assert "usage: unsure run" in capsys.readouterr().out
+
+
+def test_unsure_is_a_console_script() -> None:
+    """``unsure run ...`` is what the README documents; ``python -m unsure.run`` is the same without it."""
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts["unsure"] == "unsure.run:main"
+
+
+def _run(*args: str, cwd: Path) -> Any:
+    """``python -m unsure.run ARGS`` (``unsure run ARGS``) as a user runs it."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "UNSURE_SLURM_PARTITION": "debug"}
+    return subprocess.run(
+        [sys.executable, "-m", "unsure.run", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+@pytest.mark.workflow
+def test_unsure_run_refuses_a_yte_config_before_anything_evaluates_it(checkout: Path) -> None:
+    (checkout / "bad.yaml").write_text(_yte(checkout), encoding="utf-8")
+    result = _run("-n", "--configfile", "bad.yaml", cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode == 2, out
+    assert "bad.yaml:1:1: not a valid config file" in out and "__use_yte__ is refused" in out, out
+    assert not (checkout / "pwned").exists(), "the YTE template was evaluated"
+
+
+@pytest.mark.workflow
+def test_unsure_run_runs_snakemake_on_a_good_config(checkout: Path) -> None:
+    result = _run("-n", "--configfile", "config/demo.yaml", "config/untrained.yaml", cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert "This was a dry-run" in out and "unsure run:" not in out
+
+
+@pytest.mark.workflow
+def test_the_workflow_refuses_a_yte_default_config_before_snakemake_loads_it(checkout: Path) -> None:
+    """Without --configfile the Snakefile loads config/config.yaml itself: it reads the file with the
+    project's loader first, so a YTE template there is refused before Snakemake's loader runs it."""
+    (checkout / "config" / "config.yaml").write_text(_yte(checkout), encoding="utf-8")
+    result = snakemake("-n", cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "config/config.yaml:1:1: not a valid config file" in out and "__use_yte__ is refused" in out, out
+    assert not (checkout / "pwned").exists(), "the YTE template was evaluated"
+
+
+@pytest.mark.workflow
+def test_the_workflow_stops_on_a_yte_configfile(checkout: Path) -> None:
+    """Plain ``snakemake --configfile`` has evaluated the template (and dropped ``__use_yte__``)
+    before the workflow runs; the workflow reads the file again and stops instead of running."""
+    (checkout / "bad.yaml").write_text(_yte(checkout / "elsewhere"), encoding="utf-8")
+    (checkout / "elsewhere").mkdir()
+    result = snakemake("-n", "--configfile", "bad.yaml", cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "bad.yaml:1:1: not a valid config file" in out and "__use_yte__ is refused" in out, out
+
+
+@pytest.mark.workflow
+def test_a_missing_default_config_says_what_to_pass(checkout: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    result = snakemake("-n", "all", "--directory", str(tmp_path / "elsewhere"), cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "config/config.yaml: no such config file" in out and "pass --configfile FILE" in out, out
+    assert "Traceback" not in out
+
+
+@pytest.mark.workflow
+def test_an_empty_riskscores_study_is_skipped(checkout: Path) -> None:
+    """``studies.riskscores.models: []`` (importance and evidence left at every model of the study):
+    `all` skips the study with a warning, as any study without models, instead of an IndexError."""
+
+    def empty(raw: dict[str, Any]) -> None:
+        risk = raw["studies"]["riskscores"]
+        risk["models"] = []
+        for key in ("importance", "evidence"):
+            risk[key].pop("models", None)
+
+    config = _write_config(checkout, "empty.yaml", empty)
+    result = snakemake("-n", "--configfile", config, cwd=checkout)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert "studies.riskscores.models is empty: `all` skips the riskscores study" in out
+    assert "riskscores_infer" not in out

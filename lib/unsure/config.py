@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from unsure.model_sizes import gpu_problems
 
@@ -413,6 +413,12 @@ class Riskscores(Study):
             for i, model in enumerate(analysis.models or ()):
                 if model not in self.models:
                     problems.append(f"{key}.models[{i}]: {model!r} is not one of this study's models")
+        if self.n_train <= self.threshold_rows:
+            problems.append(
+                f"n_train ({self.n_train}) is not above threshold_rows ({self.threshold_rows}): the threshold "
+                "is fitted on the first threshold_rows rows of the training split and LR and XGBoost train on "
+                "the rest; raise studies.riskscores.n_train or lower studies.riskscores.threshold_rows"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -790,6 +796,20 @@ class Config(Strict):
     models: dict[Name, Model] = Field(default_factory=dict)
     studies: Studies = Studies()
 
+    @field_validator("request_cache")
+    @classmethod
+    def _cache_is_a_folder(cls, value: str | None) -> str | None:
+        """A file in the place of the cache folder (or of a folder above it) failed every scoring
+        job with a bare NotADirectoryError; refused here, relative to the working directory."""
+        if value is None:
+            return value
+        path = Path(value)
+        for at in (path, *path.parents):
+            if at.exists() and not at.is_dir():
+                where = "" if at == path else f": {at}"
+                raise ValueError(f"{value}{where} is a file, not a folder")
+        return value
+
     @model_validator(mode="after")
     def _references_resolve(self) -> Config:
         """Every model a study names is defined; every zoo path names a zoo entry."""
@@ -878,13 +898,33 @@ def parse_config(raw: dict[str, Any]) -> Config:
         raise ConfigError("invalid config:\n" + "\n".join(lines)) from None
 
 
+YTE_KEY = "__use_yte__"
+"""The top-level key that makes Snakemake evaluate a config file as a YTE template (Python code)."""
+
+_YAML_TAGS = "tag:yaml.org,2002:"
+
+
 class _SafeLoaderNoRepeats(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects a key given twice in one mapping (PyYAML keeps the last silently)."""
+    """``yaml.SafeLoader`` that rejects a key given twice in one mapping (PyYAML keeps the last silently),
+    a top-level ``__use_yte__`` and any tag it has no plain-data constructor for, each at its line."""
+
+    _root: yaml.Node | None = None
+    """The document's top node: ``__use_yte__`` counts only there, as Snakemake's YTE reads it."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._root = node
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if key == YTE_KEY and node is self._root:
+                problem = (
+                    f"{YTE_KEY} is refused: a YTE template runs Python code from the config file "
+                    "(Snakemake evaluates it while loading); write plain values"
+                )
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     "while reading a mapping", node.start_mark, f"key {key!r} is given twice", key_node.start_mark
@@ -892,27 +932,89 @@ class _SafeLoaderNoRepeats(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_undefined(self, node: yaml.Node) -> Any:
+        """A ``!!python/...`` tag builds a Python object (``python/object/apply`` calls a function):
+        say so, instead of PyYAML's "could not determine a constructor"."""
+        tag = "!!" + node.tag.removeprefix(_YAML_TAGS) if node.tag.startswith(_YAML_TAGS) else node.tag
+        if tag.startswith("!!python/"):
+            problem = f"the Python tag {tag} is refused: a config holds plain values, never code"
+        else:
+            problem = f"the tag {tag} is not plain YAML data (mappings, lists, text, numbers, true/false, null)"
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+
+# the registry inherited from SafeLoader holds SafeConstructor's function, not the override
+_SafeLoaderNoRepeats.add_constructor(None, _SafeLoaderNoRepeats.construct_undefined)
+
+
+def _yaml_error(path: str | Path, err: yaml.YAMLError) -> ConfigError:
+    """``path:line:column: ...``: where a YAML problem is, in the form editors jump to."""
+    mark = getattr(err, "problem_mark", None)
+    if not isinstance(err, yaml.MarkedYAMLError) or mark is None:
+        return ConfigError(f"{path}: not a valid config file: {' '.join(str(err).split())}")
+    line, column = mark.line + 1, mark.column + 1
+    message = f"{path}:{line}:{column}: not a valid config file (line {line}, column {column}): {err.problem}"
+    if err.context:
+        start = err.context_mark
+        message += f" ({err.context}" + (f" from line {start.line + 1}, column {start.column + 1})" if start else ")")
+    return ConfigError(message)
+
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The raw mapping of a YAML config file (safe YAML only: no Python tags, no repeated keys).
+    """The raw mapping of a YAML config file: plain YAML data only, read without evaluating anything.
 
     Snakemake reads config files with a loader that keeps the last of two equal
-    keys; the workflow reads each file again with this one, so that a model key
-    given twice is an error instead of the other model's weights.
+    keys, evaluates YTE templates (``__use_yte__: true``) and reports a syntax
+    error, a Python tag or a non-UTF-8 byte without file or line; this loader
+    refuses each of them, naming the file and line.
 
     Raises:
-        ConfigError: naming the file and line.
+        ConfigError: naming the file and line (or byte offset).
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.load(f, Loader=_SafeLoaderNoRepeats) or {}
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a config file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config file: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{path}: not UTF-8: byte 0x{data[err.start]:02x} at byte offset {err.start} (line {line}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        raw = yaml.load(text, Loader=_SafeLoaderNoRepeats) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not a valid config file: {' '.join(str(err).split())}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read the config file: {err}") from None
+        raise _yaml_error(path, err) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a mapping at the top level")
     return raw
+
+
+DEFAULT_CONFIG = "config/config.yaml"
+"""The config the workflow reads when no ``--configfile`` names one (relative to its working directory)."""
+
+
+def read_default_config(workdir: str | Path = ".") -> dict[str, Any]:
+    """The raw mapping of :data:`DEFAULT_CONFIG` under ``workdir``, read before Snakemake's loader
+    (which evaluates YTE templates) sees it; when it is missing, the error says what to pass instead.
+
+    Raises:
+        ConfigError: naming the file and what is wrong with it.
+    """
+    path = Path(workdir) / DEFAULT_CONFIG
+    if not path.exists():
+        raise ConfigError(
+            f"{path}: no such config file (without --configfile the workflow reads {DEFAULT_CONFIG} in its "
+            f"working directory, {Path(workdir).resolve()}); pass --configfile FILE (config/demo.yaml for "
+            "the demo) or run in the checkout"
+        )
+    return read_config_file(path)
 
 
 def load_config(path: str | Path) -> Config:

@@ -57,8 +57,10 @@ RS_ORDER = {
     for t in RISK.tasks
 }
 # figure A4: a web-API model's subgroup calibration (the paper: GPT-4o mini); else the first model
+# (a study without models is skipped by `all`: any defined model fills the unused figure parameter)
 RS_API_MODEL = next(
-    (m for m in RISK.models if CFG.models[m].backend == "openai"), RISK.models[0]
+    (m for m in RISK.models if CFG.models[m].backend == "openai"),
+    (RISK.models or tuple(CFG.models) or (None,))[0],
 )
 # What each table and figure is about, in the report; one-task figures show the first task.
 RS_TABLE_LABELS = {table: {"task": t} for t, table in zip(RISK.tasks, RS_TABLES)} | {
