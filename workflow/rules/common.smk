@@ -5,6 +5,7 @@ The config is checked twice before any job runs: by the typed model in
 naming an undefined model) and by the JSON schema generated from it.
 """
 
+import atexit
 import json
 
 from snakemake.exceptions import WorkflowError
@@ -12,7 +13,12 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from unsure.config import ConfigError, Studies, parse_config, read_config_file
-from unsure.controller import clear_stale_locks, forget_controller, record_controller
+from unsure.controller import (
+    clear_stale_locks,
+    forget_controller,
+    own_lock_files,
+    record_controller,
+)
 from unsure.paths import slug
 from unsure.provenance import study_settings
 
@@ -29,25 +35,24 @@ validate(config, "../schemas/config.schema.json")
 
 LOGS = "results/logs"
 
-# A controller killed with SIGKILL leaves its lock behind; the same command run
-# again takes over once that controller is provably gone (unsure.controller).
+# A controller killed with SIGKILL leaves its locks behind; a later run on this
+# host removes them once that controller is provably gone. Each controller
+# records its own lock files (unsure.controller), so the locks of a live one,
+# or of one that has not recorded them yet, are never touched.
 if workflow.is_main_process:
-    for lock in clear_stale_locks(".snakemake"):
+    for stale in clear_stale_locks(".snakemake"):
         logger.warning(
-            f"removed {lock}: the controller that held it is no longer running"
+            f"removed {stale.lock}: the controller that held it is no longer running"
+            f" (process {stale.pid})"
         )
 
 
 onstart:
-    record_controller(".snakemake")
-
-
-onsuccess:
-    forget_controller(".snakemake")
-
-
-onerror:
-    forget_controller(".snakemake")
+    # the record goes when the process ends, after Snakemake has removed its locks
+    atexit.register(
+        forget_controller,
+        record_controller(".snakemake", own_lock_files(workflow.persistence)),
+    )
 
 
 def zoo_models_in_use():
