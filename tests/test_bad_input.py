@@ -7,7 +7,10 @@ an error of the project's own making whose message names the offending key,
 file, column, row, model or label, or, where the science allows an answer
 (an undefined metric, an empty subgroup), an explicit NA and a warning that
 says why. In every error case the innermost frame of the traceback is the
-project's own code, never a library's.
+project's own code, never a library's. A file system that refuses a write (a
+read-only ``results/``, an immutable folder, a full disk) is simulated by the
+errno it raises, at ``os.open``/``os.mkdir`` or at pyarrow's write: chmod
+cannot show it to root, and a test must not fill a real disk.
 
 Bad inputs already caught by other test files at the same boundary are listed
 in :data:`ELSEWHERE` rather than repeated; a test keeps those references alive.
@@ -24,6 +27,8 @@ reads ``config/config.yaml`` before Snakemake's loader does.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
 import io
@@ -365,6 +370,142 @@ def _choice(model: Path, options: tuple[str, ...]) -> object:
     return _engine(model).choice_probs([ChoiceRequest("answer", options)])
 
 
+def _broken_model(kit: Kit, tmp: Path, breaking: Callable[[Path], object]) -> object:
+    """A copy of the words model (folder ``broken``) with ``breaking`` done to it, loaded as a rule loads it."""
+    folder = _copy_dir(kit.words_model, tmp / "broken")
+    breaking(folder)
+    return _engine(folder)
+
+
+def _set_model_type(folder: Path, kind: str) -> None:
+    raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    raw["model_type"] = kind
+    (folder / "config.json").write_text(json.dumps(raw), encoding="utf-8")
+
+
+def _truncate(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+HUB_ID = "unsure-tests/no-such-model"
+"""A hub id no hub cache holds."""
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (connections to it are refused at once)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _hub_model(*, offline: bool, endpoint: str | None = None) -> object:
+    """Load :data:`HUB_ID` with the hub offline (``HF_HUB_OFFLINE=1``, as read at import) or at
+    ``endpoint``; it must fail within seconds, not after a minute of retries."""
+    from huggingface_hub import constants
+
+    from unsure.engine.hf import HFEngine  # imported before the clock starts
+
+    start = time.monotonic()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+                mp.delenv(name, raising=False)
+            if offline:
+                mp.setenv("HF_HUB_OFFLINE", "1")
+            mp.setattr(constants, "HF_HUB_OFFLINE", offline)
+            if endpoint is not None:
+                mp.setattr(constants, "ENDPOINT", endpoint)
+                mp.setenv("NO_PROXY", "127.0.0.1,localhost")
+            return HFEngine(HUB_ID, device="cpu")
+    finally:
+        assert time.monotonic() - start < 15, (
+            f"loading a hub id the hub cannot serve took {time.monotonic() - start:.0f} s"
+        )
+
+
+@contextlib.contextmanager
+def _refusing(folder: Path, code: int) -> Iterator[None]:
+    """The file system refuses, with errno ``code``, to create anything under ``folder``: a read-only
+    mount (EROFS) or an immutable folder (EPERM), which chmod cannot show to root."""
+
+    def refuse(real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if Path(os.fsdecode(path)).is_relative_to(folder):
+                raise OSError(code, os.strerror(code), os.fsdecode(path))
+            return real(path, *args, **kwargs)
+
+        return call
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "open", refuse(os.open))
+        mp.setattr(os, "mkdir", refuse(os.mkdir))
+        yield
+
+
+@contextlib.contextmanager
+def _full_disk(after: int = 0) -> Iterator[None]:
+    """Parquet writes fail as pyarrow's do on a full disk (errno 28, no file named), after ``after`` of them."""
+    real = pd.DataFrame.to_parquet
+    written = [0]
+
+    def to_parquet(frame: pd.DataFrame, path: Any, *args: Any, **kwargs: Any) -> Any:
+        if written[0] >= after:
+            raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+        written[0] += 1
+        return real(frame, path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pd.DataFrame, "to_parquet", to_parquet)
+        yield
+
+
+def _write_refused(tmp: Path, code: int, *, existing: str) -> object:
+    """Write an output under ``results/`` while the file system refuses writes under ``existing``."""
+    from unsure.io import write_parquet
+
+    (tmp / existing).mkdir(parents=True)
+    with _refusing(tmp / existing, code):
+        write_parquet(tmp / "results" / "riskscores" / "scores.parquet", pd.DataFrame({"a": [1]}))
+    return None
+
+
+def _log_refused(tmp: Path) -> object:
+    """A job opens its log under a read-only ``results/``."""
+    from unsure.logs import logged
+
+    (tmp / "results").mkdir()
+    with _refusing(tmp / "results", errno.EROFS), logged(tmp / "results" / "logs" / "job.log"):
+        pass
+    return None
+
+
+def _shard_on_a_full_disk(tmp: Path) -> object:
+    """A shard of three chunks whose third chunk meets a full disk: the two finished chunks stay."""
+    from unsure.engine.shards import run_shard
+
+    rows = pd.DataFrame({"row_id": [f"r{i}" for i in range(6)], "text": "a"})
+    out = tmp / "results" / "shard0.parquet"
+    try:
+        with _full_disk(after=2):
+            return run_shard(rows, lambda c: c[["row_id"]].assign(v=1.0), out, shard=0, n_shards=1, chunk_rows=2,
+                             fingerprint={"scorer": "constant"})  # fmt: skip
+    finally:
+        kept = sorted(p.name for p in out.with_name(out.name + ".chunks").glob("chunk-*.parquet"))
+        assert kept == ["chunk-000000.parquet", "chunk-000001.parquet"], f"finished chunks lost: {kept}"
+
+
+def _truncated_shard(tmp: Path) -> object:
+    from unsure import io as unsure_io
+
+    path = tmp / "results" / "shard0.parquet"
+    path.parent.mkdir()
+    pd.DataFrame({"row_id": [f"r{i}" for i in range(50)], "p": 0.5}).to_parquet(path)
+    _truncate(path, 300)
+    return unsure_io.read_parquet(path)
+
+
 # --------------------------------------------------------------------------- the catalogue
 
 
@@ -586,6 +727,49 @@ CASES = [
          ("letters: continuation ' 1' encodes to no tokens",)),
     Case("tokenizer-maps-the-options-to-unknown", lambda k, t: _choice(k.words_model, ("maybe", "perhaps")),
          ("words: continuation ' maybe'", "unknown token '[UNK]'")),
+    Case("model-hub-id-while-offline", lambda k, t: _hub_model(offline=True),
+         (f"model '{HUB_ID}'", "HF_HUB_OFFLINE is set and the hub cache", "does not hold it",
+          f"hf download {HUB_ID}", "local folder"), RuntimeError),
+    Case("model-hub-unreachable", lambda k, t: _hub_model(offline=False, endpoint=f"http://127.0.0.1:{_closed_port()}"),
+         (f"model '{HUB_ID}': the Hugging Face hub (http://127.0.0.1:", "is unreachable (connection refused)",
+          "set HF_HUB_OFFLINE=1"), RuntimeError),
+    Case("model-config-not-json",
+         lambda k, t: _broken_model(k, t, lambda m: (m / "config.json").write_text("{model_type: gpt2}")),
+         ("broken/config.json is not valid JSON (Expecting property name enclosed in double quotes: line 1, "
+          "column 2)",), RuntimeError),
+    Case("model-config-unknown-model-type", lambda k, t: _broken_model(k, t, lambda m: _set_model_type(m, "gpt9")),
+         ("broken/config.json has model_type 'gpt9', which transformers", "does not know", "trust_remote_code"),
+         RuntimeError),
+    Case("model-folder-without-weights",
+         lambda k, t: _broken_model(k, t, lambda m: (m / "model.safetensors").unlink()),
+         ("broken holds no weights (model.safetensors or pytorch_model.bin)",), RuntimeError),
+    Case("model-weights-truncated",
+         lambda k, t: _broken_model(k, t, lambda m: _truncate(m / "model.safetensors", 4000)),
+         ("broken/model.safetensors is not a readable safetensors file", "4000 bytes", "truncated or corrupt"),
+         RuntimeError),
+    # ---------------------------------------------------------------- the file system under results/
+    Case("results-read-only", lambda k, t: _write_refused(t, errno.EROFS, existing="results"),
+         ("cannot write", "results/riskscores/scores.parquet: ", "/results is on a read-only file system",
+          "remount it read-write"), OSError),
+    Case("results-read-only-at-the-job-log", lambda k, t: _log_refused(t),
+         ("cannot write", "results/logs/job.log: ", "/results is on a read-only file system"), OSError),
+    Case("output-folder-immutable", lambda k, t: _write_refused(t, errno.EPERM, existing="results/riskscores"),
+         ("cannot write", "results/riskscores/scores.parquet: ", "does not permit writing in",
+          "/results/riskscores (is it immutable?", "lsattr -d"), OSError),
+    Case("disk-full-under-a-shard", lambda k, t: _shard_on_a_full_disk(t),
+         ("cannot write", "shard0.parquet.chunks/chunk-000002.parquet: no space left on the device of",
+          "df -h", "2 finished chunk(s) of this shard kept in", "a rerun resumes there"), OSError),
+    Case("shard-output-truncated", lambda k, t: _truncated_shard(t),
+         ("results/shard0.parquet: not a readable parquet file, truncated or corrupt",
+          "delete it and rerun: the job that writes it runs again")),
+    # ---------------------------------------------------------------- nextword samples (again)
+    Case("nextword-samples-that-normalise-to-nothing",
+         lambda k, t: read_samples(
+             _write(t / "samples.jsonl", b'{"text_id": 1, "word_num": 2, "samples": ["...", "!"]}\n'),
+             known=pd.DataFrame({"text_id": [1, 1, 2], "word_num": [2, 3, 2]})),
+         ("samples.jsonl: no word in any sample",
+          "all 2 sample(s) of the 1 record(s) at studied positions are punctuation or white space",
+          "the first '...' on line 1")),
 ]  # fmt: skip
 
 
@@ -632,6 +816,9 @@ ELSEWHERE = {
     "MCQA labels that do not line up": "tests/test_decisionrisk_data.py::test_loader_errors_name_the_file",
     "downloads: HTML, truncated, empty, dropped": "tests/test_download.py::test_fetch_failure_leaves_dest_alone",
     "slug of '..' and absolute paths": "tests/test_paths_io.py::test_slug_is_one_safe_component",
+    "an API answering with an HTML page": (
+        "tests/test_engine_api.py::test_an_html_page_is_not_taken_for_a_reply_without_choices"
+    ),
 }
 """Bad inputs tested at the same boundary by other test files (not repeated here)."""
 

@@ -280,6 +280,27 @@ def test_a_malformed_or_short_reply_is_a_clear_error_naming_model_and_endpoint(
     assert f"'local' at {server.base_url}" in str(err.value)
 
 
+NGINX = b"<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head><body>It works</body></html>\n"
+
+
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "application/json"])
+def test_an_html_page_is_not_taken_for_a_reply_without_choices(servers: dict[str, Server], content_type: str) -> None:
+    """An HTML page sent with HTTP 200 (a web server or proxy at a base_url that is not the API's) was
+    reported as a reply without choices, as a JSON body that lacks them is; it is said to be no JSON."""
+    server = servers["fixed"]
+    server.raw.append((200, NGINX, content_type))
+    with pytest.raises(APIResponseError) as err:
+        api(server, chat=True).generate(["hello"])
+    message = str(err.value)
+    assert f"'local' at {server.base_url}: malformed reply to a reply request" in message
+    assert "the reply is not JSON but an HTML page titled 'Welcome to nginx!'" in message
+    assert "is base_url the API's address" in message and "choices" not in message
+    server.raw.append((200, json.dumps({"id": "x", "object": "chat.completion"}).encode()))
+    with pytest.raises(APIResponseError, match="asked for 1 choices and got no list") as err:
+        api(server, chat=True).generate(["hello"])
+    assert "not JSON" not in str(err.value)
+
+
 def test_fewer_samples_than_asked_is_an_error_not_a_short_sample(servers: dict[str, Server]) -> None:
     server = servers["fixed"]
     one = {"index": 0, "message": {"role": "assistant", "content": "the cat"}, "finish_reason": "stop"}

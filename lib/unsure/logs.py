@@ -8,6 +8,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from unsure.io import explained_writes
+
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -20,8 +22,9 @@ def logged(log_path: str | Path | None) -> Iterator[logging.Logger]:
     """
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
+        with explained_writes(log_path):  # a job's first write: a read-only results/ is named here
+            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+            handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
     logging.basicConfig(level=logging.INFO, format=FORMAT, handlers=handlers, force=True)
     logging.captureWarnings(True)  # a metric reported as NA says why in the log, not only on stderr
     logger = logging.getLogger("unsure")

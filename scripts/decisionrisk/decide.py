@@ -6,7 +6,7 @@ import pandas as pd
 
 from unsure.decisionrisk.evaluate import decide_benchmark, encoder_confidences, generative_confidences
 from unsure.decisionrisk.rules import ForestSettings
-from unsure.io import write_parquet
+from unsure.io import read_parquet, write_parquet
 from unsure.logs import logged
 
 with logged(snakemake.log[0]) as log:
@@ -14,7 +14,7 @@ with logged(snakemake.log[0]) as log:
     parts = [encoder_confidences(p.encoder, pd.read_parquet(snakemake.input.encoder))]
     for model in p.models:  # shard files are .../generative/<model>/shard-k-of-K.parquet
         paths = [f for f in snakemake.input.generative if Path(f).parts[-2] == model]
-        parts.append(generative_confidences(model, pd.concat([pd.read_parquet(f) for f in paths], ignore_index=True)))
+        parts.append(generative_confidences(model, pd.concat([read_parquet(f) for f in paths], ignore_index=True)))
     instances = pd.read_parquet(snakemake.input.instances)
     confidences = pd.concat(parts, ignore_index=True)
     confidences = confidences[confidences["row_id"].isin(instances["row_id"])].reset_index(drop=True)

@@ -3,7 +3,7 @@ under both label scorings (``scoring``: paper, corrected; one inference run give
 
 import pandas as pd
 
-from unsure.io import write_parquet
+from unsure.io import read_parquet, write_parquet
 from unsure.labelbias.evaluate import explode_scores, method_probabilities, task_metrics, under_scoring
 from unsure.labelbias.scoring import SCORINGS
 from unsure.logs import logged
@@ -12,7 +12,7 @@ with logged(snakemake.log[0]) as log:
     model = snakemake.wildcards.lb_model
     tasks = pd.read_parquet(snakemake.input.tasks)
     labels = {r.task: tuple(r.labels) for r in tasks[tasks["selected"]].itertuples()}
-    scored = pd.concat([pd.read_parquet(f) for f in snakemake.input.shards], ignore_index=True)
+    scored = pd.concat([read_parquet(f) for f in snakemake.input.shards], ignore_index=True)
     long = explode_scores(scored, pd.read_parquet(snakemake.input.score_items))
     lora_parts = [pd.read_parquet(f) for f in snakemake.input.lora]
     lora = pd.concat(lora_parts, ignore_index=True) if lora_parts else None

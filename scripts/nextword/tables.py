@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from unsure.io import write_parquet
+from unsure.io import read_parquet, write_parquet
 from unsure.logs import logged
 from unsure.nextword.data import read_samples
 from unsure.nextword.inference import biased_table
@@ -43,7 +43,7 @@ with logged(snakemake.log[0]) as log:
     write_table(t1, out / "table1", caption=caption)
     n_shards = len(i.biased) // max(1, len(p.biased_models))
     biased = {
-        m: biased_table([pd.read_parquet(x) for x in i.biased[k * n_shards : (k + 1) * n_shards]])
+        m: biased_table([read_parquet(x) for x in i.biased[k * n_shards : (k + 1) * n_shards]])
         for k, m in enumerate(p.biased_models)
     }
     write_parquet(snakemake.output.biased_tvd, biased_tvds(biased, human, splits))  # figure 5

@@ -3,7 +3,7 @@ model x task x prompting and for the baselines."""
 
 import pandas as pd
 
-from unsure.io import write_parquet
+from unsure.io import read_parquet, write_parquet
 from unsure.logs import logged
 from unsure.report import write_table
 from unsure.riskscores.tables import merge_scores, metrics_frame
@@ -14,9 +14,7 @@ with logged(snakemake.log[0]) as log:
         t: pd.read_parquet(path, columns=["row_id", "split", "label"])
         for t, path in zip(p.tasks, inp.rows, strict=True)
     }
-    runs = [
-        run | {"scores": pd.concat([pd.read_parquet(s) for s in run["shards"]], ignore_index=True)} for run in p.runs
-    ]
+    runs = [run | {"scores": pd.concat([read_parquet(s) for s in run["shards"]], ignore_index=True)} for run in p.runs]
     scores = pd.concat([merge_scores(rows, runs), *(pd.read_parquet(b) for b in inp.baselines)], ignore_index=True)
     log.info("%d scored rows of %d runs", len(scores), scores.groupby(["model", "task", "prompting"]).ngroups)
     write_parquet(snakemake.output.scores, scores)

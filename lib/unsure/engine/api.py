@@ -421,9 +421,13 @@ class APIEngine:
                 f"{self._where}: cannot connect after {self.client.max_retries} retries ({type(err).__name__})"
             ) from None
         except (openai.OpenAIError, ValueError, TypeError) as err:  # a body that is not the JSON it should be
+            if isinstance(err, json.JSONDecodeError) and not err.doc.lstrip().startswith(("{", "[")):
+                raise self._not_json(kind, err.doc) from None  # served as JSON, but an HTML page or text
             raise APIResponseError(
                 self._redact(f"{self._where}: malformed reply to a {kind} request ({type(err).__name__}: {err})")
             ) from None
+        if isinstance(res, str | bytes):  # the client hands back a body that is not JSON as text
+            raise self._not_json(kind, res if isinstance(res, str) else res.decode("utf-8", "replace"))
         choices = getattr(res, "choices", None)
         if not isinstance(choices, list) or len(choices) != expect:
             got = f"{len(choices)}" if isinstance(choices, list) else f"no list but {type(choices).__name__}"
@@ -433,6 +437,22 @@ class APIEngine:
             with self._lock, self._reading(kind):
                 self._tokens += int(usage.total_tokens or 0)
         return res
+
+    def _not_json(self, kind: str, body: str) -> APIResponseError:
+        """A reply whose body is no JSON at all, not one that lacks a field: most often an HTML page of a
+        web server or proxy at a base_url that is not the API's."""
+        text = body.strip()
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        if text.startswith("<") or title:
+            what = f"an HTML page titled {title.group(1).strip()[:80]!r}" if title else "an HTML page"
+            hint = "is base_url the API's address (an OpenAI-compatible one most often ends in /v1)?"
+        else:
+            what, hint = f"text starting {text[:80]!r}", "is base_url an OpenAI-compatible API?"
+        return APIResponseError(
+            self._redact(
+                f"{self._where}: malformed reply to a {kind} request: the reply is not JSON but {what}: {hint}"
+            )
+        )
 
     @contextmanager
     def _reading(self, kind: str) -> Iterator[None]:

@@ -25,6 +25,7 @@ import torch
 from transformers import AutoModelForMultipleChoice, AutoTokenizer, get_linear_schedule_with_warmup
 
 from unsure.engine.identity import require_local_folder
+from unsure.engine.pretrained import explained_loading, hub_source
 from unsure.io import atomic_dir
 
 log = logging.getLogger(__name__)
@@ -53,13 +54,16 @@ class MultipleChoiceEncoder:
         trust_remote_code: bool = False,
     ) -> None:
         require_local_folder(str(model_id))
+        source = hub_source(str(model_id), revision)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            str(model_id), revision=revision, trust_remote_code=trust_remote_code
-        )
-        self.model = AutoModelForMultipleChoice.from_pretrained(
-            str(model_id), revision=revision, trust_remote_code=trust_remote_code
-        ).to(self.device)
+        with explained_loading(str(model_id), revision, trust_remote_code=trust_remote_code):
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                str(model_id), revision=revision, trust_remote_code=trust_remote_code, **source
+            )
+            model = AutoModelForMultipleChoice.from_pretrained(
+                str(model_id), revision=revision, trust_remote_code=trust_remote_code, **source
+            )
+        self.model = model.to(self.device)
         self.model_id = str(model_id)
         self.max_length = max_length
 

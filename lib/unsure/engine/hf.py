@@ -28,6 +28,7 @@ from unsure.config import Model
 from unsure.engine.decoding import SAMPLE_CHUNK, Decoder
 from unsure.engine.forward import Counters, Packed, PackedResult, Runner, shared_prefix_groups
 from unsure.engine.identity import require_local_folder
+from unsure.engine.pretrained import explained_loading, hub_source
 from unsure.engine.requests import (
     ChoiceProbs,
     ChoiceRequest,
@@ -81,11 +82,13 @@ class HFEngine:
         warm_up: bool | None = None,
     ) -> None:
         require_local_folder(str(model_id))
+        source = hub_source(str(model_id), revision)
         want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = resolve_dtype(dtype, want)
-        tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
-            model_id, revision=revision, trust_remote_code=trust_remote_code
-        )
+        with explained_loading(str(model_id), revision, trust_remote_code=trust_remote_code):
+            tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
+                model_id, revision=revision, trust_remote_code=trust_remote_code, **source
+            )
         if chat_template is not None:
             tokenizer.chat_template = chat_template
         elif instruct and tokenizer.chat_template is None:
@@ -100,10 +103,12 @@ class HFEngine:
             "dtype": self.dtype,
             "trust_remote_code": trust_remote_code,
             "attn_implementation": "sdpa",  # packed sequences need arbitrary masks
+            **source,
         }
         if want.type == "cuda" and gpus > 1:
             kwargs["device_map"] = "auto"  # accelerate spreads the layers over the GPUs
-        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
+        with explained_loading(str(model_id), revision, trust_remote_code=trust_remote_code):
+            model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
         if adapter is not None:  # a peft (LoRA) adapter, merged so scoring runs at base-model speed
             from peft import PeftModel
 

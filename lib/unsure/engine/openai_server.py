@@ -104,8 +104,9 @@ class Server:
             raise ValueError("the server needs a key: requests without it are refused")
         self.key = key
         self.fail: deque[int] = deque()
-        self.raw: deque[tuple[int, bytes]] = deque()
-        """Canned replies (status, body) sent, one per request, before any other answer: faults to test."""
+        self.raw: deque[tuple[int, bytes] | tuple[int, bytes, str]] = deque()
+        """Canned replies (status, body[, content type; JSON by default]) sent, one per request, before
+        any other answer: faults to test."""
         self.delay_s = 0.0
         """Seconds every request waits before it is answered (a hanging endpoint)."""
         self.with_logprobs = True
@@ -282,9 +283,9 @@ class Server:
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 self._send_bytes(status, json.dumps(payload).encode())
 
-            def _send_bytes(self, status: int, data: bytes) -> None:
+            def _send_bytes(self, status: int, data: bytes, content_type: str = "application/json") -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 if status == 429 or status >= 500:
                     self.send_header("retry-after-ms", "10")

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from unsure.config import Config, Model
 from unsure.engine.identity import file_digest, model_identity
-from unsure.io import write_json, write_parquet
+from unsure.io import WriteError, explained_writes, write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,15 @@ def run_shard(
     if model is not None:
         fingerprint = {**fingerprint, "weights": model_identity(model)}
     store = None if cache is None else RequestCache(cache, fingerprint, score, reads)
-    with _shard_lock(chunk_dir):
-        _reset_if_stale(chunk_dir, fingerprint)
-        result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens, store)
+    try:
+        with _shard_lock(chunk_dir):
+            _reset_if_stale(chunk_dir, fingerprint)
+            result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens, store)
+    except WriteError as err:  # a full or read-only disk: say that the finished chunks wait for the rerun
+        kept = len(list(chunk_dir.glob("chunk-*.parquet"))) if chunk_dir.is_dir() else 0
+        error = WriteError(f"{err}; {kept} finished chunk(s) of this shard kept in {chunk_dir}: a rerun resumes there")
+        error.errno = err.errno
+        raise error from None
     shutil.rmtree(chunk_dir, ignore_errors=True)
     return result
 
@@ -196,8 +202,10 @@ def _score_chunks(
 @contextlib.contextmanager
 def _shard_lock(chunk_dir: Path) -> Iterator[None]:
     """An exclusive lock on the shard's chunk folder for as long as this process scores it."""
-    chunk_dir.mkdir(parents=True, exist_ok=True)
-    with open(chunk_dir / "lock", "a+", encoding="utf-8") as f:
+    with explained_writes(chunk_dir / "lock"):  # the first file a shard writes: a read-only results/ fails here
+        chunk_dir.mkdir(parents=True, exist_ok=True)
+        f = open(chunk_dir / "lock", "a+", encoding="utf-8")  # noqa: SIM115 (closed by the with below)
+    with f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

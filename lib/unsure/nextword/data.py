@@ -58,6 +58,7 @@ import json
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +310,21 @@ def read_surface_samples(path: str | os.PathLike[str], known: pd.DataFrame | Non
     the biased estimator scores the surfaces (``"Parker"``, not ``"parker"``).
     ``known`` and the errors are as in :func:`read_samples`.
     """
+    return _read_surfaces(path, known)[0]
+
+
+@dataclass
+class _Blank:
+    """Samples of a file that normalise to nothing (punctuation or white space), at the positions read."""
+
+    records: int = 0
+    samples: int = 0
+    first: str = ""
+
+
+def _read_surfaces(path: str | os.PathLike[str], known: pd.DataFrame | None) -> tuple[pd.DataFrame, _Blank]:
+    """:func:`read_surface_samples`, and a count of the records read and of their samples left out as blank."""
+    blank = _Blank()
     known_positions = None if known is None else set(zip(known["text_id"], known["word_num"], strict=True))
     known_passages = None if known is None else set(known["text_id"])
     path = Path(path)
@@ -352,6 +368,7 @@ def read_surface_samples(path: str | os.PathLike[str], known: pd.DataFrame | Non
                     f"{where}: give exactly one of 'samples' (a list of words) or 'counts' (word -> count)"
                 )
             acc: dict[str, int] = {}
+            blank.records += 1
             if has_samples:
                 samples = record["samples"]
                 if not isinstance(samples, list) or not all(isinstance(w, str) for w in samples):
@@ -371,12 +388,15 @@ def read_surface_samples(path: str | os.PathLike[str], known: pd.DataFrame | Non
                 norm = _one_word(w, where)
                 if norm:
                     rows.append((pos[0], pos[1], w.strip(), norm, c))
+                else:
+                    blank.samples += c
+                    blank.first = blank.first or f"{w!r} on line {line_no}"
     if not seen:
         raise ValueError(f"{path}: no records")
     out = pd.DataFrame(rows, columns=["text_id", "word_num", "surface", "word", "count"])
     for col in ("surface", "word"):
         out[col] = out[col].astype(object)
-    return out.astype({"text_id": np.int64, "word_num": np.int64, "count": np.int64})
+    return out.astype({"text_id": np.int64, "word_num": np.int64, "count": np.int64}), blank
 
 
 def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -393,7 +413,14 @@ def read_samples(path: str | os.PathLike[str], known: pd.DataFrame | None = None
         ValueError: naming the file and line of the first malformed record (bad JSON, a repeated
             position, a string of several words, the failure marker, ...).
     """
-    surfaces = read_surface_samples(path, known)
+    surfaces, blank = _read_surfaces(path, known)
+    if surfaces.empty and blank.samples:  # the positions match: it is the words that are not words
+        studied = " at studied positions" if known is not None else ""
+        raise ValueError(
+            f"{path}: no word in any sample: all {blank.samples} sample(s) of the {blank.records} record(s){studied} "
+            f"are punctuation or white space, nothing once normalised (the first {blank.first}); "
+            "a sample is the first complete word of a generation"
+        )
     if known is not None and surfaces.empty:
         passages = sorted(set(known["text_id"]))
         raise ValueError(
