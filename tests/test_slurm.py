@@ -37,6 +37,11 @@ SLICE = {
 }
 """The demo's riskscores study cut to one task, sized so a shard runs for a while."""
 
+TARGET = "riskscores_tables"
+"""What each run builds: the study's scores, metrics and tables, every output :func:`outputs`
+compares (its figures, and the importance and evidence analyses only they draw, are left out:
+no assertion reads them)."""
+
 FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2"]
 # Without slurmdbd `sacct` cannot answer: the plugin then asks squeue.
 STATUS = ["--slurm-status-command", "squeue"]
@@ -101,7 +106,7 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not cluster_up():
         pytest.skip("no local SLURM cluster (start one with: slurm/local/cluster.sh start)")
     root = copy_workflow(tmp_path_factory.mktemp("local") / "wf")
-    result = snakemake("-c2", "riskscores_all", "--configfile", str(slice_config(root)), cwd=root, timeout=1800)
+    result = snakemake("-c2", TARGET, "--configfile", str(slice_config(root)), cwd=root, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     return root
 
@@ -109,7 +114,7 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_riskscores_on_slurm_survives_a_cancelled_shard_and_equals_a_local_run(local_run: Path, tmp_path: Path) -> None:
     root = copy_workflow(tmp_path / "wf")
     (root / "resources").symlink_to(local_run / "resources")  # same raw data and models, built once
-    cmd, env = slurm_run(root, "riskscores_all")
+    cmd, env = slurm_run(root, TARGET)
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cancelled = cancel_mid_shard(root)
     out, _ = proc.communicate(timeout=1800)
@@ -172,7 +177,7 @@ def test_killed_controller_rerun_finishes_only_unfinished_work(local_run: Path, 
     the local run's numbers."""
     root = copy_workflow(tmp_path / "wf")
     (root / "resources").symlink_to(local_run / "resources")
-    cmd, env = slurm_run(root, "riskscores_all")
+    cmd, env = slurm_run(root, TARGET)
     first = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     caught = job_mid_shard(root, timeout=900)
     first.send_signal(signal.SIGKILL)
