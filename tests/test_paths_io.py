@@ -62,16 +62,24 @@ def test_write_parquet_roundtrip(tmp_path: Path) -> None:
 
 
 def test_atomic_outputs_get_the_modes_the_umask_gives_ordinary_ones(tmp_path: Path) -> None:
-    """Directories written atomically were mode 0700 (mkdtemp's): other users of a shared
-    project directory could not read a model the zoo built."""
+    """Directories written atomically were mode 0700 (mkdtemp's), and the weights safetensors
+    writes into them 0600 (its own temporary file's): other users of a shared project
+    directory could not read a model the zoo built or an adapter LoRA trained."""
     import os
+
+    import torch
+    from safetensors.torch import save_file
 
     old = os.umask(0o022)
     try:
         with atomic_dir(tmp_path / "d") as d:
             (d / "f").write_text("x")
+            save_file({"w": torch.zeros(2)}, str(d / "model.safetensors"))
+            (d / "sub").mkdir(mode=0o700)
         write_text(tmp_path / "t.txt", "x")
     finally:
         os.umask(old)
     assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "d" / "sub").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "d" / "model.safetensors").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "t.txt").stat().st_mode & 0o777 == 0o644

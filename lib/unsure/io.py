@@ -125,6 +125,22 @@ def atomic_path(path: str | os.PathLike[str], *, suffix: str | None = None) -> I
             tmp.unlink()
 
 
+def _ordinary_modes(folder: Path) -> None:
+    """The modes the umask gives ordinary files and folders, on ``folder`` (mkdtemp makes it 0700)
+    and on what was written in it: libraries that write through a temporary file of their own
+    leave it 0600 (safetensors' model.safetensors), which other users of a shared project cannot read."""
+    mask = _umask()
+    os.chmod(folder, 0o777 & ~mask)
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(Path(root) / name, 0o777 & ~mask)
+        for name in files:
+            path = Path(root) / name
+            if not path.is_symlink():
+                executable = os.stat(path).st_mode & 0o100
+                os.chmod(path, (0o777 if executable else 0o666) & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; swap it into place on success.
@@ -139,7 +155,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         with explained_writes(target, inside=tmp):
             yield tmp
-            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; give it a normal directory's mode
+            _ordinary_modes(tmp)
             if target.exists():
                 old = target.with_name(f".{target.name}.old")
                 shutil.rmtree(old, ignore_errors=True)
