@@ -128,3 +128,47 @@ def test_paper_config_asks_each_model_for_the_gpus_its_estimate_needs() -> None:
         counted = parameter_count(model, cfg.zoo.models)
         assert counted is not None, f"{name}: no parameter count"
         assert model.gpus == gpus_needed(counted[0], model.dtype, cfg.gpu_memory_gb), name
+
+
+QWEN = {"id": "Qwen/Qwen2-7B-Instruct", "instruct": True, "gpus": 1, "params": 7.62}
+"""The README's "Adding a model" example."""
+
+
+def test_a_hub_model_this_machine_cannot_hold_is_named_with_its_size_and_where_it_runs() -> None:
+    from unsure.model_sizes import local_memory_warnings
+
+    raw = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    raw["models"]["qwen2-7b-instruct"] = QWEN
+    cfg = parse_config(raw)
+    models = {"qwen2-7b-instruct": cfg.models["qwen2-7b-instruct"], "tiny-llama": cfg.models["tiny-llama"]}
+    (line,) = local_memory_warnings(models, cfg.zoo.models, memory_bytes=24 * 2**30, has_gpu=False)
+    assert line.startswith("models.qwen2-7b-instruct: 'Qwen/Qwen2-7B-Instruct' has 7.62B parameters")
+    assert "downloads about 15 GB and loads about 30 GB (float32 on this machine's CPU, no GPU here)" in line
+    assert "on SLURM it runs on a node with its gpus" in line
+    # a machine that holds it, or a GPU for a model that asks for one: nothing to say; zoo models never
+    assert not local_memory_warnings(models, cfg.zoo.models, memory_bytes=64 * 2**30, has_gpu=False)
+    assert not local_memory_warnings(models, cfg.zoo.models, memory_bytes=24 * 2**30, has_gpu=True)
+
+
+@pytest.mark.workflow
+def test_the_readme_example_pasted_into_the_demo_warns_at_plan_time(tmp_path: Path) -> None:
+    """A newcomer pasted the README's Qwen entry into demo.yaml: the dry run said nothing of the
+    15 GB it would download and run on a laptop's CPU (issue 30)."""
+    import os
+    import subprocess
+    import sys
+
+    raw = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    raw["models"]["qwen2-7b-instruct"] = QWEN
+    raw["studies"]["riskscores"]["models"].append("qwen2-7b-instruct")
+    config = tmp_path / "demo-qwen.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    cmd = [snakemake, "-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(config)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if memory / 1e9 < 7.62 * 4 * 1.2 and not Path("/proc/driver/nvidia/gpus").is_dir():
+        assert "models.qwen2-7b-instruct: 'Qwen/Qwen2-7B-Instruct' has 7.62B parameters" in run.stderr + run.stdout
+    else:
+        pytest.skip(f"this machine ({memory / 2**30:.0f} GiB, or a GPU) holds the model: nothing to warn of")

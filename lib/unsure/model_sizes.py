@@ -167,3 +167,37 @@ def gpu_problems(models: Mapping[str, Model], zoo: Mapping[str, ZooModel], gpu_m
                 f"{MEMORY_OVERHEAD - 1:.0%} = {gb:.0f} GB needs {need} GPUs (set gpus: {need}, or gpu_memory_gb)"
             )
     return problems
+
+
+def local_memory_warnings(
+    models: Mapping[str, Model], zoo: Mapping[str, ZooModel], *, memory_bytes: float, has_gpu: bool
+) -> list[str]:
+    """One line per Hugging Face hub model whose weights a local run on this machine cannot hold.
+
+    Without a GPU here a local run loads every model on the CPU in float32 (``dtype: auto``), whatever
+    its ``gpus``; a model pasted from the paper config into a laptop's config would download gigabytes
+    and then fail or swap. Zoo models, local folders and API models are not checked, nor are models
+    with ``gpus`` on a machine that has a GPU.
+    """
+    lines = []
+    for name, model in models.items():
+        if model.backend != "hf" or model.zoo_name is not None or Path(model.id).exists():
+            continue
+        if has_gpu and model.gpus > 0:
+            continue
+        counted = parameter_count(model, zoo)
+        if counted is None:
+            continue
+        total = counted[0]
+        dtype = "float32" if model.dtype == "auto" else model.dtype
+        load_gb, download_gb = total * BYTES_PER_PARAM[dtype] / 1e9, total * 2 / 1e9
+        if load_gb * MEMORY_OVERHEAD <= memory_bytes / 1e9:
+            continue
+        where = "on SLURM it runs on a node with its gpus" if model.gpus > 0 else "gpus: 0 runs it on a CPU anywhere"
+        lines.append(
+            f"models.{name}: {model.id!r} has {total / 1e9:.3g}B parameters: a local run downloads about "
+            f"{download_gb:.0f} GB and loads about {load_gb:.0f} GB ({dtype} on this machine's CPU"
+            f"{', no GPU here' if not has_gpu else ''}) into {memory_bytes / 2**30:.0f} GiB of memory; {where} "
+            "(snakemake --profile slurm), or use a zoo model for a local run (config/demo.yaml)"
+        )
+    return lines

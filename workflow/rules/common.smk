@@ -7,6 +7,9 @@ naming an undefined model) and by the JSON schema generated from it.
 
 import atexit
 import json
+import os
+import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
@@ -19,6 +22,7 @@ from unsure.controller import (
     own_lock_files,
     record_controller,
 )
+from unsure.model_sizes import local_memory_warnings
 from unsure.paths import slug
 from unsure.provenance import study_settings
 
@@ -45,6 +49,27 @@ if workflow.is_main_process:
             f"removed {stale.lock}: the controller that held it is no longer running"
             f" (process {stale.pid})"
         )
+    # a hub model this machine cannot hold warns before anything is downloaded, in a
+    # local run (the executor is chosen after this file is read: a profile or an
+    # --executor on the command line means the jobs run elsewhere)
+    cluster = "SNAKEMAKE_PROFILE" in os.environ or any(
+        a.split("=")[0] in ("--profile", "--executor", "-e") for a in sys.argv
+    )
+    for line in (
+        []
+        if cluster
+        else local_memory_warnings(
+            {
+                n: m
+                for s in CFG.active_studies()
+                for n, m in CFG.study_models(s).items()
+            },
+            CFG.zoo.models,
+            memory_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+            has_gpu=Path("/proc/driver/nvidia/gpus").is_dir(),
+        )
+    ):
+        logger.warning(line)
 
 
 onstart:
