@@ -154,7 +154,6 @@ def test_a_hub_model_this_machine_cannot_hold_is_named_with_its_size_and_where_i
 def test_the_readme_example_pasted_into_the_demo_warns_at_plan_time(tmp_path: Path) -> None:
     """A newcomer pasted the README's Qwen entry into demo.yaml: the dry run said nothing of the
     15 GB it would download and run on a laptop's CPU (issue 30)."""
-    import os
     import subprocess
     import sys
 
@@ -167,8 +166,8 @@ def test_the_readme_example_pasted_into_the_demo_warns_at_plan_time(tmp_path: Pa
     cmd = [snakemake, "-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(config)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if memory / 1e9 < 7.62 * 4 * 1.2 and not Path("/proc/driver/nvidia/gpus").is_dir():
+    memory, has_gpu = model_sizes.this_machine()
+    if memory / 1e9 < 7.62 * 4 * 1.2 and not has_gpu:
         assert "models.qwen2-7b-instruct: 'Qwen/Qwen2-7B-Instruct' has 7.62B parameters" in run.stderr + run.stdout
     else:
         pytest.skip(f"this machine ({memory / 2**30:.0f} GiB, or a GPU) holds the model: nothing to warn of")

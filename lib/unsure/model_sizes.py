@@ -170,15 +170,22 @@ def gpu_problems(models: Mapping[str, Model], zoo: Mapping[str, ZooModel], gpu_m
 
 
 def local_memory_warnings(
-    models: Mapping[str, Model], zoo: Mapping[str, ZooModel], *, memory_bytes: float, has_gpu: bool
+    models: Mapping[str, Model],
+    zoo: Mapping[str, ZooModel],
+    *,
+    memory_bytes: float | None = None,
+    has_gpu: bool | None = None,
 ) -> list[str]:
     """One line per Hugging Face hub model whose weights a local run on this machine cannot hold.
 
     Without a GPU here a local run loads every model on the CPU in float32 (``dtype: auto``), whatever
     its ``gpus``; a model pasted from the paper config into a laptop's config would download gigabytes
     and then fail or swap. Zoo models, local folders and API models are not checked, nor are models
-    with ``gpus`` on a machine that has a GPU.
+    with ``gpus`` on a machine that has a GPU. ``memory_bytes`` and ``has_gpu`` default to this machine's.
     """
+    here_memory, here_gpu = this_machine()
+    memory_bytes = here_memory if memory_bytes is None else memory_bytes
+    has_gpu = here_gpu if has_gpu is None else has_gpu
     lines = []
     for name, model in models.items():
         if model.backend != "hf" or model.zoo_name is not None or Path(model.id).exists():
@@ -201,3 +208,10 @@ def local_memory_warnings(
             "(snakemake --profile slurm), or use a zoo model for a local run (config/demo.yaml)"
         )
     return lines
+
+
+def this_machine() -> tuple[float, bool]:
+    """This machine's memory in bytes and whether it has an NVIDIA GPU (without importing torch)."""
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), Path("/proc/driver/nvidia/gpus").is_dir()

@@ -9,7 +9,6 @@ import atexit
 import json
 import os
 import sys
-from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
@@ -55,20 +54,10 @@ if workflow.is_main_process:
     cluster = "SNAKEMAKE_PROFILE" in os.environ or any(
         a.split("=")[0] in ("--profile", "--executor", "-e") for a in sys.argv
     )
-    for line in (
-        []
-        if cluster
-        else local_memory_warnings(
-            {
-                n: m
-                for s in CFG.active_studies()
-                for n, m in CFG.study_models(s).items()
-            },
-            CFG.zoo.models,
-            memory_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-            has_gpu=Path("/proc/driver/nvidia/gpus").is_dir(),
-        )
-    ):
+    _planned = {
+        n: m for s in CFG.active_studies() for n, m in CFG.study_models(s).items()
+    }
+    for line in [] if cluster else local_memory_warnings(_planned, CFG.zoo.models):
         logger.warning(line)
 
 
