@@ -58,6 +58,19 @@ def api_key(monkeypatch: pytest.MonkeyPatch, servers: dict[str, Server]) -> None
         server.delay_s = 0.0
 
 
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """``logged`` reconfigures the root logger for a job; put back pytest's handlers after the test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:], root.level = handlers, level
+    logging.captureWarnings(False)
+
+
 def api(server: Server, *, chat: bool, **kwargs: object) -> APIEngine:
     entry = Model(id="local", backend="openai", base_url=server.base_url, api_key_env=ENV, instruct=chat, gpus=0)
     engine = load_engine(entry, **kwargs)
@@ -140,6 +153,21 @@ def test_gives_up_after_retries_with_a_clear_error(servers: dict[str, Server]) -
     assert len(server.requests) == 3
 
 
+def test_a_status_that_is_not_retried_is_not_said_to_be(servers: dict[str, Server]) -> None:
+    """A 403, sent once (the client retries 408, 409, 429 and 5xx only), was reported "after 4 retries"."""
+    server = servers["fixed"]
+    forbidden = json.dumps({"error": {"message": "not your model", "type": "forbidden"}}).encode()
+    server.raw.append((403, forbidden))
+    with pytest.raises(APIResponseError, match=r"HTTP 403 \(sent once, not retried\): .*not your model") as err:
+        api(server, chat=True).generate(["hello"])
+    assert "retries" not in str(err.value) and len(server.requests) == 1
+    server.requests.clear()
+    server.raw.extend([(503, forbidden), (403, forbidden)])
+    with pytest.raises(APIResponseError, match=r"HTTP 403 after 1 retry: .*not your model"):
+        api(server, chat=True).generate(["hello"])
+    assert len(server.requests) == 2
+
+
 def test_missing_logprobs_is_a_clear_error(servers: dict[str, Server]) -> None:
     server = servers["fixed"]
     server.with_logprobs = False
@@ -171,20 +199,60 @@ def test_a_chat_prefill_ends_the_user_turn_and_letters_come_from_top_logprobs(
     assert got.mass == pytest.approx(0.65, abs=1e-6) and got.prefix == " "
 
 
-def test_options_missing_from_the_top_tokens_are_nan_with_one_warning_per_call(
+def test_options_missing_from_the_top_tokens_are_nan_with_one_warning_per_engine(
     servers: dict[str, Server], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The shadow run of the paper config logged one warning per row (544 lines in one CI run,
-    millions of requests at paper scale); one call now says how many of its prompts had none."""
+    millions of requests at paper scale), then one per call, that is per chunk; now one per
+    engine says how many prompts had none so far, and the totals come at the end."""
     remote = api(servers["fixed"], chat=True, top_logprobs=2)  # only A and B come back
     prompts = [remote.chat_prompt(f"Question {i}?", prefill="Answer:") for i in range(3)]
     with caplog.at_level(logging.WARNING, logger="unsure.engine.api"):
         got = remote.choice_probs([ChoiceRequest(p, ("C", "D")) for p in prompts])
         found = remote.choice_probs([ChoiceRequest(prompts[0], ("A", "B"))])
+        for _ in range(3):  # three more chunks
+            remote.choice_probs([ChoiceRequest(p, ("C", "D")) for p in prompts[:2]])
     assert all(np.isnan(g.probs).all() and g.mass == 0.0 for g in got)
     assert not np.isnan(found[0].probs).any()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["local: none of the options ('C', 'D') among the top 2 reply tokens for 3 of 3 prompts; NaN"]
+    assert warnings == [
+        "local: NaN for 3 of 3 prompts so far: none of the options ('C', 'D') among the top 2 reply tokens; "
+        "further ones are counted, not logged (the totals come when the job ends)"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="unsure.engine.api"):
+        remote.tally.summary()  # what the job's log gets when it ends
+    assert caplog.messages == [
+        "local: NaN for 9 of 9 prompts in all: none of the options ('C', 'D') among the top 2 reply tokens"
+    ]
+
+
+def test_a_job_logs_each_kind_of_nan_answer_once_with_its_count(
+    servers: dict[str, Server], tmp_path: Path, restore_logging: None
+) -> None:
+    """A chat model whose replies carry no probability logged a warning per chunk (per prompt for a
+    completions model without digits among its top tokens): 500 lines in one job. A job's log now
+    says each once, with the count so far, and the totals when the job ends."""
+    from unsure.logs import logged
+
+    log = tmp_path / "job.log"
+    with logged(log):  # as a rule script: the engines are made in the job
+        chat = api(servers["fixed"], chat=True, concurrency=1)
+        completions = api(servers["fixed"], chat=False, top_logprobs=2)
+        asks = [chat.chat_prompt(f"Rain {i}?", prefill="Answer (between 0 and 1): 0.") for i in range(2)]
+        for chunk in range(4):
+            servers["fixed"].replies.extend(["I cannot tell.", "0.35" if chunk else "No idea."])
+            chat.numeric(asks)
+            completions.numeric([f"Probability {chunk}? Answer: 0.", f"Chance {chunk}? Answer: 0."])
+    warnings = [line.split(": ", 1)[1] for line in log.read_text().splitlines() if " WARNING " in line]
+    assert warnings == [
+        "local: NaN for 2 of 2 replies so far: no probability stated; "
+        "further ones are counted, not logged (the totals come when the job ends)",
+        "local: NaN for 2 of 2 prompts so far: no digit among the top 2 next tokens; "
+        "further ones are counted, not logged (the totals come when the job ends)",
+        "local: NaN for 5 of 8 replies in all: no probability stated",
+        "local: NaN for 8 of 8 prompts in all: no digit among the top 2 next tokens",
+    ]
 
 
 def test_letters_under_every_space_marker_count_for_the_same_letter() -> None:
@@ -207,7 +275,7 @@ def test_numeric_on_chat_models_keeps_the_instruction_and_parses_the_reply(
     with caplog.at_level(logging.WARNING, logger="unsure"):
         values = remote.numeric([prompt] * 4)
     np.testing.assert_allclose(values, [0.35, 0.73, 0.40, np.nan])
-    assert "1 of 4 replies state no probability" in caplog.text
+    assert "NaN for 1 of 4 replies so far: no probability stated" in caplog.text
     for request in server.requests:
         assert request["body"]["messages"] == [{"role": "user", "content": user + "\nAnswer (between 0 and 1): 0."}]
         assert request["body"]["max_tokens"] == NUMERIC_REPLY_TOKENS > 24

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -216,6 +218,41 @@ def test_weights_rebuilt_at_the_same_path_are_never_mixed_into_a_resumed_shard(r
     fresh = run_shard(frame, scorer(None), tmp_path / "fresh.parquet", shard=0, n_shards=1, chunk_rows=4,
                       fingerprint={"m": "same"}, model=entry)  # fmt: skip
     pd.testing.assert_frame_equal(resumed, fresh)
+
+
+def test_discarded_chunks_name_what_changed(rows: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Chunks discarded after a model was rebuilt at the same path were blamed on "other
+    settings"; the warning now names the fingerprint keys that changed, values shortened."""
+    from unsure.config import Model
+
+    frame = pd.read_parquet(rows)
+    weights = tmp_path / "models" / "m"
+    weights.mkdir(parents=True)
+    (weights / "model.safetensors").write_bytes(b"old weights")
+    entry, out, done = Model(id=str(weights), gpus=0), tmp_path / "s.parquet", []
+
+    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+        if len(done) == 2:
+            raise KeyboardInterrupt("killed")
+        done.append(1)
+        return pd.DataFrame({"row_id": chunk["row_id"].to_numpy(), "p": 0.5})
+
+    settings = {"model": {"id": "m", "dtype": "auto"}, "prompting": "numeric", "year": 2018}
+    with pytest.raises(KeyboardInterrupt):
+        run_shard(frame, score, out, shard=0, n_shards=1, chunk_rows=4, fingerprint=settings, model=entry)
+    (weights / "model.safetensors").write_bytes(b"new weights")  # rebuilt at the same path
+    done.clear()
+    changed = {"model": {"id": "m", "dtype": "bfloat16"}, "prompting": "multiple_choice", "year": 2018}
+    with caplog.at_level(logging.WARNING, logger="unsure.engine.shards"), pytest.raises(KeyboardInterrupt):
+        run_shard(frame, score, out, shard=0, n_shards=1, chunk_rows=4, fingerprint=changed, model=entry)
+    (message,) = [r.getMessage() for r in caplog.records if "discarding" in r.getMessage()]
+    assert message.startswith(f"discarding checkpointed chunks in {out}.chunks: changed since they were made: ")
+    changes = message.split("made: ", 1)[1]
+    assert re.fullmatch(
+        r'model \(dtype: "auto" -> "bfloat16"\), prompting \("numeric" -> "multiple_choice"\), '
+        r'weights \(files_sha256: "[0-9a-f]{19}…" -> "[0-9a-f]{19}…"\)',
+        changes,
+    ), changes
 
 
 def test_a_second_process_on_a_running_shard_fails_at_once_naming_the_first(

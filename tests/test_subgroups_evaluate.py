@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +83,22 @@ def test_results_identical_for_any_worker_count(labelbias: Prepared) -> None:
     two = evaluate(labelbias, PROTOCOL, n_jobs=2)
     for a, b in zip(one, two, strict=True):
         pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_dataset_skipped_in_every_repetition_is_one_line_with_a_count(
+    riskscores: Prepared, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A dataset with fewer subgroups than folds was logged once per repetition (1000 lines a
+    design at paper scale, and none in the job's log from parallel workers); now once per job."""
+    protocol = dataclasses.replace(PROTOCOL, folds=30, repetitions=4)
+    with caplog.at_level(logging.WARNING, logger="unsure.subgroups"):
+        evaluate(riskscores, protocol)
+    skips = [r.getMessage() for r in caplog.records if "folds" in r.getMessage()]
+    assert skips == [
+        f"design {design}, dataset {dataset!r}: fewer subgroups than folds (30) in 4 of 4 repetitions, skipped there"
+        for design in ("proportional", "equal-10", "equal-20")
+        for dataset in ("ACSIncome", "ACSPublicCoverage")
+    ]
 
 
 def test_estimates_cover_designs_metrics_and_methods(

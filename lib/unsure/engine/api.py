@@ -49,6 +49,7 @@ from unsure.engine.requests import (
     WordSamplingRequest,
 )
 from unsure.engine.words import first_word, probabilities_from_replies
+from unsure.logs import COUNT, Tally
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ each stands for: decoded whitespace, or the raw markers some servers return
 undecoded (SentencePiece's ``▁``, byte-level BPE's ``Ġ`` and ``Ċ``; ``tokens.SPACE_MARKERS``)."""
 
 _ZERO_POINT = re.compile(r"(?<![\d.])0\.$")
+
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+"""The header in which the ``openai`` client tells the server how many retries came before a request."""
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -113,6 +117,8 @@ class APIEngine:
         self._secret = key
         self._tokens = 0
         self._lock = threading.Lock()
+        self.tally = Tally(log)
+        """This engine's repeated warnings (NaN answers), each logged once with a count."""
 
     @classmethod
     def from_config(cls, entry: Model, **kwargs: Any) -> APIEngine:
@@ -155,23 +161,22 @@ class APIEngine:
 
         Options longer than one token are scored as continuations (completions
         models only). When no option is among the returned alternatives the
-        probabilities are NaN (with a warning): the API hides where the mass went.
+        probabilities are NaN (counted in one warning per engine): the API hides where the mass went.
         """
         if any(len(o.split()) != 1 or o != o.strip() for r in requests for o in r.options):
             if self.chat:
                 raise Unsupported(f"model {self.model_id!r}: a chat API scores single-token options only")
             return self._choices_as_continuations(requests)
         out = self._map(self._choice_probs_one, requests)
-        missing = [r for r, got in zip(requests, out, strict=True) if np.isnan(got.probs).all()]
-        if missing:  # one line per call, not per prompt (a paper-scale run sends millions)
-            options = sorted({r.options for r in missing})
-            log.warning(
-                "%s: none of the options %s among the top %d reply tokens for %d of %d prompts; NaN",
-                self.model_id,
-                ", ".join(map(str, options)),
-                self.top_logprobs,
-                len(missing),
-                len(requests),
+        for options in dict.fromkeys(r.options for r in requests):  # one line per engine, not per call or prompt
+            asked = [
+                bool(np.isnan(got.probs).all()) for r, got in zip(requests, out, strict=True) if r.options == options
+            ]
+            self.tally.add(
+                f"{self.model_id}: NaN for {COUNT}: none of the options {options} among the top "
+                f"{self.top_logprobs} reply tokens",
+                sum(asked),
+                len(asked),
             )
         return out
 
@@ -290,26 +295,32 @@ class APIEngine:
         free-form variant (:meth:`numeric_chat`) on the prompt with its prefill."""
         if self.chat:
             return self.numeric_chat(prompts)
-        return self._map(lambda p: self._numeric_one(p, steps), prompts)
+        values = self._map(lambda p: self._numeric_one(p, steps), prompts)
+        self.tally.add(
+            f"{self.model_id}: NaN for {COUNT}: no digit among the top {self.top_logprobs} next tokens",
+            sum(math.isnan(v) for v in values),
+            len(values),
+        )
+        return values
 
     def _numeric_one(self, prompt: str, steps: int) -> float:
+        """``0.<digits>``, or NaN when a step's top tokens hold no digit (counted by :meth:`numeric`)."""
         digits = ""
         for _ in range(steps):
             top = self._next_token_top(prompt + digits, "numeric")
             found = [(p, t.strip()) for t, p in top if t.strip().isdecimal()]
             if not found:
-                log.warning("%s: no digit among the top %d tokens; numeric answer is NaN", self.model_id, len(top))
                 return math.nan
             digits += max(found)[1]
         return float(f"0.{digits}")
 
     def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = NUMERIC_REPLY_TOKENS) -> list[float]:
         """The free-form chat variant: a greedy reply, parsed for a probability (NaN,
-        counted in a warning, when none). After a prompt ending in ``0.`` a reply
+        counted in one warning per engine, when none). After a prompt ending in ``0.`` a reply
         opening with bare digits reads as the decimals that follow it."""
         leads = ["0." if _ZERO_POINT.search(self._messages(p)[-1]["content"]) else "" for p in prompts]
         replies = self.generate(prompts, max_new_tokens=max_new_tokens)
-        return probabilities_from_replies(replies, self.model_id, leads=leads)
+        return probabilities_from_replies(replies, self.model_id, self.tally, leads=leads)
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
         """Greedy (temperature 0) replies."""
@@ -406,19 +417,21 @@ class APIEngine:
                 f"(HTTP {err.status_code}); check the environment variable that holds it"
             ) from None
         except openai.APIStatusError as err:
+            retries = self._retries(err)
             raise APIResponseError(
                 self._redact(
-                    f"{self._where}: HTTP {err.status_code} after {self.client.max_retries} retries: {err.message}"
+                    f"{self._where}: HTTP {err.status_code} {_after(retries, 'sent once, not retried')}: {err.message}"
                 )
             ) from None
-        except openai.APITimeoutError:
+        except openai.APITimeoutError as err:
+            tries = self._retries(err) + 1
             raise APIResponseError(
-                f"{self._where}: no reply within {self.timeout:g} s, {self.client.max_retries + 1} times "
+                f"{self._where}: no reply within {self.timeout:g} s, {'once' if tries == 1 else f'{tries} times'} "
                 "(raise timeout_s or max_retries of this model entry if the endpoint is slow, not dead)"
             ) from None
         except openai.APIConnectionError as err:
             raise APIResponseError(
-                f"{self._where}: cannot connect after {self.client.max_retries} retries ({type(err).__name__})"
+                f"{self._where}: cannot connect {_after(self._retries(err), 'tried once')} ({type(err).__name__})"
             ) from None
         except (openai.OpenAIError, ValueError, TypeError) as err:  # a body that is not the JSON it should be
             if isinstance(err, json.JSONDecodeError) and not err.doc.lstrip().startswith(("{", "[")):
@@ -437,6 +450,17 @@ class APIEngine:
             with self._lock, self._reading(kind):
                 self._tokens += int(usage.total_tokens or 0)
         return res
+
+    def _retries(self, err: Any) -> int:
+        """The retries the client made before ``err``: the count it sent with the last request
+        (a 403 is not retried, so 0), or, from an older client that sends none, its retry policy."""
+        request = getattr(err, "request", None)
+        sent = request.headers.get(RETRY_COUNT_HEADER) if request is not None else None
+        if isinstance(sent, str) and sent.isdecimal():
+            return int(sent)
+        status = getattr(err, "status_code", None)
+        retried = status is None or status in (408, 409, 429) or status >= 500  # timeouts and connections: no status
+        return self.client.max_retries if retried else 0
 
     def _not_json(self, kind: str, body: str) -> APIResponseError:
         """A reply whose body is no JSON at all, not one that lacks a field: most often an HTML page of a
@@ -476,6 +500,13 @@ class APIEngine:
             f"{self._where} returned no log-probabilities "
             f"for a {kind} request: this endpoint or model does not support logprobs/top_logprobs"
         )
+
+
+def _after(retries: int, none: str) -> str:
+    """``after 1 retry``, ``after 4 retries``, or ``(none)`` when the request was sent once."""
+    if retries == 0:
+        return f"({none})"
+    return f"after {retries} retr{'y' if retries == 1 else 'ies'}"
 
 
 def _text(value: Any) -> str:

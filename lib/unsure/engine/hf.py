@@ -39,6 +39,7 @@ from unsure.engine.requests import (
 )
 from unsure.engine.tokens import PLAIN_CHAT_TEMPLATE, Codec, family_bos
 from unsure.engine.words import probabilities_from_replies
+from unsure.logs import Tally
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ class HFEngine:
             model.to(want)
         model.eval()
         self.model_id = model_id
+        self.tally = Tally(log)
+        """This engine's repeated warnings (replies stating no probability), each logged once with a count."""
         self.codec = Codec(tokenizer, model.config, model_id=model_id, add_special_tokens=add_special_tokens)
         self.runner = Runner(model, token_budget=token_budget, max_batch_size=max_batch_size, pad_id=self.codec.pad_id)
         self.decoder = Decoder(self.runner, self.codec)
@@ -317,7 +320,9 @@ class HFEngine:
     def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
         """The free-form variant: a greedy reply (e.g. to a chat prompt), parsed for a
         probability; NaN where the reply states none."""
-        return probabilities_from_replies(self.generate(prompts, max_new_tokens=max_new_tokens), self.model_id)
+        return probabilities_from_replies(
+            self.generate(prompts, max_new_tokens=max_new_tokens), self.model_id, self.tally
+        )
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
         """Greedy free-form replies (chat variants of the numeric question).

@@ -225,14 +225,53 @@ def _shard_lock(chunk_dir: Path) -> Iterator[None]:
 
 
 def _reset_if_stale(chunk_dir: Path, fingerprint: dict[str, Any]) -> None:
+    """Discard the chunks of another fingerprint, saying what changed (rebuilt weights, another prompting...)."""
     meta = chunk_dir / "fingerprint.json"
     want = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
-    if meta.exists() and json.loads(meta.read_text()) != want:
-        log.warning("discarding checkpointed chunks in %s: they were made with other settings", chunk_dir)
+    if meta.exists() and (had := json.loads(meta.read_text())) != want:
+        log.warning(
+            "discarding checkpointed chunks in %s: changed since they were made: %s",
+            chunk_dir,
+            fingerprint_change(had, want),
+        )
         for path in [*chunk_dir.glob("chunk-*.parquet"), meta]:  # not the lock we hold
             path.unlink(missing_ok=True)
     if not meta.exists():
         write_json(meta, want)
+
+
+_ABSENT = object()
+"""A key one fingerprint has and the other lacks."""
+
+
+def fingerprint_change(old: Any, new: Any, *, shown: int = 4) -> str:
+    """The top-level keys whose values differ between two fingerprints, each with the part that
+    changed: ``weights (files_sha256: "3f2a…" -> "9c1b…"), prompting ("numeric" -> "multiple_choice")``."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return f"fingerprint ({_short(old)} -> {_short(new)})"
+    keys = [k for k in sorted({*old, *new}) if old.get(k, _ABSENT) != new.get(k, _ABSENT)]
+    parts = [f"{k} ({_value_change(old.get(k, _ABSENT), new.get(k, _ABSENT))})" for k in keys[:shown]]
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(parts) + more
+
+
+def _value_change(old: Any, new: Any, shown: int = 2) -> str:
+    """``"a" -> "b"``; for two dicts (a model entry, a weights identity), only the entries that differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [k for k in sorted({*old, *new}) if old.get(k, _ABSENT) != new.get(k, _ABSENT)]
+        parts = [f"{k}: {_short(old.get(k, _ABSENT))} -> {_short(new.get(k, _ABSENT))}" for k in keys[:shown]]
+        return "; ".join(parts) + (f"; and {len(keys) - shown} more" if len(keys) > shown else "")
+    return f"{_short(old)} -> {_short(new)}"
+
+
+def _short(value: Any, width: int = 20) -> str:
+    """A value as JSON, a text cut to ``width`` characters (digests are told apart by their start)."""
+    if value is _ABSENT:
+        return "none"
+    if isinstance(value, str):
+        return json.dumps(value if len(value) <= width else value[: width - 1] + "…", ensure_ascii=False)
+    text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _read_chunk(path: Path, ids: pd.Series) -> pd.DataFrame | None:

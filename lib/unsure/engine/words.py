@@ -7,12 +7,11 @@ same answer for the same text.
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Sequence
 
-log = logging.getLogger(__name__)
+from unsure.logs import COUNT, Tally
 
 _WORD = re.compile(r"\w+(?:['’-]\w+)*")
 _JOINERS = "'’-"
@@ -65,11 +64,12 @@ def parse_probability(reply: str, *, lead: str = "") -> float | None:
 
 
 def probabilities_from_replies(
-    replies: Sequence[str], model_id: str, *, leads: Sequence[str] | None = None
+    replies: Sequence[str], model_id: str, tally: Tally, *, leads: Sequence[str] | None = None
 ) -> list[float]:
     """:func:`parse_probability` per reply (``leads``: each prompt's trailing ``0.``, if any);
-    NaN, counted in a warning, where none is stated."""
+    NaN where none is stated, counted in the engine's ``tally`` (one warning per engine, not per call)."""
     values = [parse_probability(r, lead=lead) for r, lead in zip(replies, leads or [""] * len(replies), strict=True)]
-    if failed := sum(v is None for v in values):
-        log.warning("%s: %d of %d replies state no probability (NaN)", model_id, failed, len(values))
+    tally.add(
+        f"{model_id}: NaN for {COUNT}: no probability stated", sum(v is None for v in values), len(values), "replies"
+    )
     return [math.nan if v is None else v for v in values]

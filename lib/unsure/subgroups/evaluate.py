@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -238,7 +239,9 @@ def _frame(
     ]
 
 
-def run_repetition(pool: Pool, protocol: Protocol, rep: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def run_repetition(
+    pool: Pool, protocol: Protocol, rep: int, *, skipped: list[tuple[str, str]] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One repetition: (estimates, problem diagnostics, LOCO importance) frames.
 
     SR, EB and the Lasso are fitted per dataset, as the paper analyses each
@@ -246,6 +249,10 @@ def run_repetition(pool: Pool, protocol: Protocol, rep: int) -> tuple[pd.DataFra
     design, accuracy is also estimated with SR and EB fitted per dataset and
     model (``EB-separate``, ``SR-separate``: the paper's "LLMs benchmarked
     separately").
+
+    A dataset with fewer subgroups drawn than folds is skipped: logged, or, given
+    ``skipped``, appended there as (design, dataset) for :func:`evaluate` to count
+    over the repetitions (one line per job, not one per repetition).
     """
     rng = np.random.default_rng([protocol.seed, rep])
     estimates: list[pd.DataFrame] = []
@@ -262,7 +269,10 @@ def run_repetition(pool: Pool, protocol: Protocol, rep: int) -> tuple[pd.DataFra
             present = drawn[dataset_of[drawn] == dataset]
             folds = _folds(pool, present, protocol.folds, rng)
             if len(np.unique(folds)) < protocol.folds:
-                LOG.warning("rep %d, %s, dataset %r: fewer subgroups than folds, skipped", rep, design, dataset)
+                if skipped is None:
+                    LOG.warning("rep %d, %s, dataset %r: fewer subgroups than folds, skipped", rep, design, dataset)
+                else:
+                    skipped.append((design, dataset))
                 continue
             for metric in metrics:
                 res = _fit(pool, draw, present, folds, metric, protocol, seed)
@@ -330,9 +340,13 @@ def _chunks(n: int, parts: int) -> Iterator[range]:
         yield range(start, min(n, start + size))
 
 
-def _run_chunk(pool: Pool, protocol: Protocol, reps: range) -> list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+def _run_chunk(
+    pool: Pool, protocol: Protocol, reps: range
+) -> tuple[list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]], list[tuple[str, str]]]:
+    """The repetitions ``reps``, and the (design, dataset) each skipped (a worker's log is not the job's)."""
+    skipped: list[tuple[str, str]] = []
     with threadpool_limits(limits=1):
-        return [run_repetition(pool, protocol, r) for r in reps]
+        return [run_repetition(pool, protocol, r, skipped=skipped) for r in reps], skipped
 
 
 def _label(pool: Pool, frame: pd.DataFrame) -> pd.DataFrame:
@@ -373,10 +387,21 @@ def evaluate(
     _warn_empty(pool, protocol)
     chunks = list(_chunks(protocol.repetitions, max(1, n_jobs) * 4))
     results: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
+    skipped: Counter[tuple[str, str]] = Counter()
     parallel = Parallel(n_jobs=n_jobs, return_as="generator")
-    for i, part in enumerate(parallel(delayed(_run_chunk)(pool, protocol, c) for c in chunks)):
+    for i, (part, skips) in enumerate(parallel(delayed(_run_chunk)(pool, protocol, c) for c in chunks)):
         results += part
+        skipped.update(skips)
         LOG.info("repetitions: %d of %d chunks done", i + 1, len(chunks))
+    for (design, dataset), n in skipped.items():
+        LOG.warning(
+            "design %s, dataset %r: fewer subgroups than folds (%d) in %d of %d repetitions, skipped there",
+            design,
+            dataset,
+            protocol.folds,
+            n,
+            protocol.repetitions,
+        )
     est, prob, imp = (pd.concat([r[i] for r in results], ignore_index=True) for i in range(3))
     for col in ("design", "metric", "method"):
         if col in est:
