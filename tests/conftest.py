@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,16 @@ def checkout(tmp_path: Path) -> Path:
     from workflow_helpers import copy_workflow
 
     return copy_workflow(tmp_path / "repo")
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """``logged`` reconfigures the root logger for a job; put back pytest's handlers after the test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:], root.level = handlers, level
+    logging.captureWarnings(False)

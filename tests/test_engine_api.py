@@ -58,19 +58,6 @@ def api_key(monkeypatch: pytest.MonkeyPatch, servers: dict[str, Server]) -> None
         server.delay_s = 0.0
 
 
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """``logged`` reconfigures the root logger for a job; put back pytest's handlers after the test."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    for handler in root.handlers:
-        if handler not in handlers:
-            handler.close()
-    root.handlers[:], root.level = handlers, level
-    logging.captureWarnings(False)
-
-
 def api(server: Server, *, chat: bool, **kwargs: object) -> APIEngine:
     entry = Model(id="local", backend="openai", base_url=server.base_url, api_key_env=ENV, instruct=chat, gpus=0)
     engine = load_engine(entry, **kwargs)

@@ -5,25 +5,9 @@ from __future__ import annotations
 import gc
 import logging
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from unsure.logs import COUNT, Tally, logged
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """``logged`` reconfigures the root logger for a job; put back pytest's handlers after the test."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    for handler in root.handlers:
-        if handler not in handlers:
-            handler.close()
-    root.handlers[:], root.level = handlers, level
-    logging.captureWarnings(False)
 
 
 def test_a_tally_logs_each_message_once_with_its_count_and_the_totals_at_the_end(
