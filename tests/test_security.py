@@ -179,6 +179,7 @@ def test_remote_code_is_off_unless_the_model_entry_turns_it_on(monkeypatch: pyte
         raise Stop
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", from_pretrained)
+    monkeypatch.setattr(hf, "hub_source", lambda model_id, revision: {})  # the hub reachable (no network here)
     assert Model(id="org/model").trust_remote_code is False
     for entry in (Model(id="org/model"), Model(id="org/model", trust_remote_code=True)):
         with pytest.raises(Stop):
