@@ -175,6 +175,7 @@ def local_memory_warnings(
     *,
     memory_bytes: float | None = None,
     has_gpu: bool | None = None,
+    most: int | None = None,
 ) -> list[str]:
     """One line per Hugging Face hub model whose weights a local run on this machine cannot hold.
 
@@ -182,11 +183,12 @@ def local_memory_warnings(
     its ``gpus``; a model pasted from the paper config into a laptop's config would download gigabytes
     and then fail or swap. Zoo models, local folders and API models are not checked, nor are models
     with ``gpus`` on a machine that has a GPU. ``memory_bytes`` and ``has_gpu`` default to this machine's.
+    Past ``most`` lines, one more names the other models (the paper config on a laptop names 23).
     """
     here_memory, here_gpu = this_machine()
     memory_bytes = here_memory if memory_bytes is None else memory_bytes
     has_gpu = here_gpu if has_gpu is None else has_gpu
-    lines = []
+    lines, names = [], []
     for name, model in models.items():
         if model.backend != "hf" or model.zoo_name is not None or Path(model.id).exists():
             continue
@@ -201,12 +203,16 @@ def local_memory_warnings(
         if load_gb * MEMORY_OVERHEAD <= memory_bytes / 1e9:
             continue
         where = "on SLURM it runs on a node with its gpus" if model.gpus > 0 else "gpus: 0 runs it on a CPU anywhere"
+        names.append(name)
         lines.append(
             f"models.{name}: {model.id!r} has {total / 1e9:.3g}B parameters: a local run downloads about "
             f"{download_gb:.0f} GB and loads about {load_gb:.0f} GB ({dtype} on this machine's CPU"
             f"{', no GPU here' if not has_gpu else ''}) into {memory_bytes / 2**30:.0f} GiB of memory; {where} "
             "(snakemake --profile slurm), or use a zoo model for a local run (config/demo.yaml)"
         )
+    if most is not None and len(lines) > most:
+        rest = names[most:]
+        lines = [*lines[:most], f"{len(rest)} more models this machine cannot hold in a local run: {', '.join(rest)}"]
     return lines
 
 

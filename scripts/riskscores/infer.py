@@ -17,34 +17,35 @@ with logged(snakemake.log[0]) as log:
     dictionary = read_dictionary(snakemake.input.dictionary)
     entry = Model.model_validate(p.model)
     engine = load_engine(entry)
-    tasks = [t for t, _ in p.scored]
-    rows_of = dict(zip(dict.fromkeys(tasks), snakemake.input.rows, strict=True))
-    for (task_name, prompting), out in zip(p.scored, snakemake.output, strict=True):
+    outputs = iter(snakemake.output)  # RS_SCORED's order: each task, then each prompting
+    for task_name, rows_path in zip(p.tasks, snakemake.input.rows, strict=True):
         task = task_from_spec(task_name, p.specs[task_name], dictionary)
-        rows = pd.read_parquet(rows_of[task_name])
+        rows = pd.read_parquet(rows_path)
         shots = draw_shots(rows[rows["split"] == "train"], p.few_shot, p.seed)
-        score = make_scorer(
-            engine,
-            task,
-            prompting,
-            year=p.year,
-            instruct=entry.instruct,
-            both_orders=p.both_orders,
-            shots=shots,
-            protocol=p.protocol,
-        )
-        fingerprint = {"model": p.model, "task": repr(task), "prompting": prompting, "both_orders": p.both_orders,
-                       "shots": [s.text for s in shots], "year": p.year, "protocol": p.protocol}  # fmt: skip
-        log.info("%s, %s, %s: shard %s", wc.rs_model, task_name, prompting, wc.rs_shard)
-        run_shard(
-            scored_rows(rows, p.threshold_rows)[["row_id", "text"]],
-            score,
-            out,
-            shard=int(wc.rs_shard),
-            n_shards=p.shards,
-            chunk_rows=p.chunk_rows,
-            fingerprint=fingerprint,
-            model=entry,
-            tokens=engine.tokens_processed,
-            cache=request_cache(snakemake.config),
-        )
+        scored = scored_rows(rows, p.threshold_rows)[["row_id", "text"]]
+        for prompting in p.prompting:
+            score = make_scorer(
+                engine,
+                task,
+                prompting,
+                year=p.year,
+                instruct=entry.instruct,
+                both_orders=p.both_orders,
+                shots=shots,
+                protocol=p.protocol,
+            )
+            fingerprint = {"model": p.model, "task": repr(task), "prompting": prompting, "both_orders": p.both_orders,
+                           "shots": [s.text for s in shots], "year": p.year, "protocol": p.protocol}  # fmt: skip
+            log.info("%s, %s, %s: shard %s", wc.rs_model, task_name, prompting, wc.rs_shard)
+            run_shard(
+                scored,
+                score,
+                next(outputs),
+                shard=int(wc.rs_shard),
+                n_shards=p.shards,
+                chunk_rows=p.chunk_rows,
+                fingerprint=fingerprint,
+                model=entry,
+                tokens=engine.tokens_processed,
+                cache=request_cache(snakemake.config),
+            )

@@ -57,16 +57,10 @@ if workflow.is_main_process:
     _planned = {
         n: m for s in CFG.active_studies() for n, m in CFG.study_models(s).items()
     }
-    _too_big = [] if cluster else local_memory_warnings(_planned, CFG.zoo.models)
-    for line in _too_big[:2]:
+    for line in (
+        [] if cluster else local_memory_warnings(_planned, CFG.zoo.models, most=2)
+    ):
         logger.warning(line)
-    if len(_too_big) > 2:  # the paper config on a laptop: one line for the rest
-        logger.warning(
-            f"{len(_too_big) - 2} more models this machine cannot hold in a local run: "
-            + ", ".join(
-                line.split(":")[0].removeprefix("models.") for line in _too_big[2:]
-            )
-        )
 
 
 onstart:

@@ -187,7 +187,8 @@ rule riskscores_infer:
         gpu=lambda wc: model_gpus(wc.rs_model),
     params:
         model=lambda wc: CFG.models[wc.rs_model].model_dump(),
-        scored=RS_SCORED,
+        tasks=list(RISK.tasks),
+        prompting=list(RISK.prompting),
         specs=RS_SPECS,
         year=ACS.year,
         shards=RISK.shards,
