@@ -626,16 +626,16 @@ def _labelbias(cfg: Config, L: Lengths) -> list[Work]:
         if m not in lora_models:
             continue
         runs = [(k, s) for k in lora.shots for s in range(min(study.sets_of(k), lora.demonstration_sets))]
-        for k, s in runs:
+        for i, (k, _) in enumerate(runs):  # a job fine-tunes its tasks under every (k, set): one base load
             out.append(
                 Work(
                     "labelbias",
                     "labelbias_lora",
                     m,
-                    {"lb_model": m, "lb_k": str(k), "lb_set": str(s)},
+                    {"lb_model": m},
                     tokens=(sum(evals) + len(kept) * held) * request(k),  # scoring with the merged adapter
                     train_tokens=len(kept) * lora.epochs * lora.n_train * (L.sni_context[k] + chat + L.sni_label),
-                    loads=lora.shards + len(kept),  # each job loads the base, then base + adapter per task
+                    loads=(lora.shards if i == 0 else 0) + len(kept),  # base + adapter per task and run
                 )
             )
         # the LoRA differences flipped alone (unsure.labelbias.finetune.lora_flip_plan): every task fine-tuned

@@ -198,7 +198,7 @@ def test_a_flipped_fine_tuning_run_differs_from_the_run_by_its_difference_alone(
 
     def run(name: str, choices: LoraProtocol) -> pd.DataFrame:
         return finetune_and_score(
-            entry, tasks, items, k=2, s=1, n_train=4, settings=settings, adapters=tmp_path / name, choices=choices
+            entry, tasks, items, runs=[(2, 1)], n_train=4, settings=settings, adapters=tmp_path / name, choices=choices
         )
 
     def probs(scores: pd.DataFrame) -> np.ndarray:

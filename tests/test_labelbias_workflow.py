@@ -12,7 +12,7 @@ def test_demo_dry_run_shards_inference_and_runs_two_lora_jobs(checkout: Path) ->
     assert res.returncode == 0, res.stderr + res.stdout
     counts = jobs(res.stdout)
     assert counts["labelbias_infer"] == 3 * 2  # models x shards
-    assert counts["labelbias_lora"] == 2  # tiny-llama, k = 2, sets 0 and 1
+    assert counts["labelbias_lora"] == 1  # tiny-llama in one part: k = 2, sets 0 and 1 in one job
     assert counts["labelbias_evaluate"] == 3
     assert counts["labelbias_differences"] == 3  # the prompt differences flipped, one job per model
     assert counts["labelbias_lora_differences"] == 1  # the LoRA ones, for the one fine-tuned model
@@ -35,8 +35,8 @@ def test_paper_dry_run_scales_with_models_shards_and_lora_runs(checkout: Path) -
     assert counts["labelbias_infer"] == 10 * 32
     assert counts["labelbias_differences"] == 10
     assert counts["labelbias_lora_differences"] == 4  # the models fine-tuned (lora.models)
-    # 4 models x (k=0: one set; k=4, 8, 16: three sets) x 16 parts
-    assert counts["labelbias_lora"] == 4 * 10 * 16
+    # 4 models x 16 parts, each under every (k, set): k = 0 one set, k = 4, 8, 16 three
+    assert counts["labelbias_lora"] == 4 * 16
     # the paper's lineup: Figs. 2-4 Llama-2, 5-6 Mistral and Falcon, 7-8 their mitigation methods
     for fig in ("fig2", "fig3", "fig4", "fig5", "fig8", "fig2_all_families", "fig3_all_models", "fig4_all_families"):
         assert f"results/labelbias/figures/{fig}.pdf" in res.stdout

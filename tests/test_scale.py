@@ -192,10 +192,10 @@ def test_demo_config_gets_work_for_every_rule_that_runs_a_model() -> None:
     assert ("nextword_sample", "tiny-gpt2", (("mode", "t0.5"), ("model", "tiny-gpt2"))) in keys
     assert ("nextword_sample", "tiny-llama-chat", (("mode", "list"), ("model", "tiny-llama-chat"))) in keys
     lora = [w for w in work if w.rule == "labelbias_lora"]
-    assert [(w.model, w.match["lb_k"], w.match["lb_set"]) for w in lora] == [
-        ("tiny-llama", "2", "0"),
-        ("tiny-llama", "2", "1"),
-    ]
+    # one job per (model, part) fine-tunes under every (k, set): k = 2, sets 0 and 1, the base loaded once
+    assert [(w.model, w.match) for w in lora] == [("tiny-llama", {"lb_model": "tiny-llama"})] * 2
+    # then the base merged with each task's adapter, per run
+    assert lora[0].loads == 1 + lora[1].loads and lora[1].loads > 1
     flips = [w for w in work if w.rule == "labelbias_lora_differences"]
     assert [(w.model, w.match) for w in flips] == [("tiny-llama", {"lb_model": "tiny-llama"})]
     # two fine-tunings again (targets at set 0, examples at set 1), each of the lora job's size

@@ -1,4 +1,5 @@
-"""Fine-tune LoRA adapters for the tasks of one part under one (k, set) context, and score with them."""
+"""Fine-tune LoRA adapters for the tasks of one part under every (k, set) context the config fine-tunes,
+and score with them: the base model is loaded once for all of them."""
 
 import pandas as pd
 
@@ -18,13 +19,20 @@ with logged(snakemake.log[0]) as log:
     names = pd.Series(sorted(prompting))
     mine = names[shard_of(names, p.parts) == int(wc.lb_part)]
     settings = lora_settings(p.lora, p.seed)
-    log.info("fine-tuning %d of %d tasks (part %s of %d)", len(mine), len(names), wc.lb_part, p.parts)
+    runs = [(int(k), int(s)) for k, s in p.runs]
+    log.info(
+        "fine-tuning %d of %d tasks (part %s of %d) under %d (k, set) contexts",
+        len(mine),
+        len(names),
+        wc.lb_part,
+        p.parts,
+        len(runs),
+    )
     scores = finetune_and_score(
         entry,
         {name: prompting[name] for name in mine},
         pd.read_parquet(snakemake.input.score_items),
-        k=int(wc.lb_k),
-        s=int(wc.lb_set),
+        runs=runs,
         n_train=p.lora["n_train"],
         settings=settings,
         adapters=snakemake.output.adapters,

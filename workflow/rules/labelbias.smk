@@ -1,8 +1,8 @@
 """Label bias of LLM classifiers on SUPER-NATURALINSTRUCTIONS (Reif & Schwartz).
 
 prepare (task filter, instance draws, items to score) -> infer (model x shard:
-every item under every k / demonstration-set context) [+ lora (model x k x set
-x part: fine-tune per task, score)] -> evaluate (per model: calibration, metrics)
+every item under every k / demonstration-set context) [+ lora (model x part: fine-tune
+per task, k and set, score)] -> evaluate (per model: calibration, metrics)
 -> differences (per model: each prompt difference of the protocols flipped alone; per
 fine-tuned model: each LoRA difference) -> tables, figures, and the per-instance file for
 the subgroups study."""
@@ -48,9 +48,7 @@ LB_LORA_RUNS = [
 # The LoRA score files each model's evaluation waits for (none when it is not fine-tuned).
 LB_LORA_SCORES = {
     model: [
-        f"{LB}/scores/lora/{model}/k{k}-s{s}-part{part}.parquet"
-        for k, s in LB_LORA_RUNS
-        for part in range(LB_LORA.shards)
+        f"{LB}/scores/lora/{model}/part{part}.parquet" for part in range(LB_LORA.shards)
     ]
     for model in LB_LORA_MODELS
 }
@@ -64,8 +62,6 @@ LB_PREPARED = {
 wildcard_constraints:
     lb_model="|".join(LB_MODELS) or "none",
     lb_shard=r"\d+",
-    lb_k=r"\d+",
-    lb_set=r"\d+",
     lb_part=r"\d+",
 
 
@@ -131,12 +127,10 @@ rule labelbias_lora:
         **LB_PREPARED,
         model=lambda wc: model_files(wc.lb_model),
     output:
-        adapters=directory(
-            f"{LB}/adapters/{{lb_model}}/k{{lb_k}}-s{{lb_set}}-part{{lb_part}}"
-        ),
-        scores=f"{LB}/scores/lora/{{lb_model}}/k{{lb_k}}-s{{lb_set}}-part{{lb_part}}.parquet",
+        adapters=directory(f"{LB}/adapters/{{lb_model}}/part{{lb_part}}"),
+        scores=f"{LB}/scores/lora/{{lb_model}}/part{{lb_part}}.parquet",
     log:
-        f"{LB_LOGS}/lora/{{lb_model}}/k{{lb_k}}-s{{lb_set}}-part{{lb_part}}.log",
+        f"{LB_LOGS}/lora/{{lb_model}}/part{{lb_part}}.log",
     conda:
         "../../envs/unsure.yaml"
     resources:
@@ -144,6 +138,7 @@ rule labelbias_lora:
     params:
         entry=lambda wc: CFG.models[wc.lb_model].model_dump(),
         lora=LB_LORA.model_dump(),
+        runs=[[k, s] for k, s in LB_LORA_RUNS],
         parts=LB_LORA.shards,
         chat=LABELBIAS.chat_template,
         seed=LABELBIAS.seed,

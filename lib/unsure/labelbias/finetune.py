@@ -106,8 +106,7 @@ def finetune_and_score(
     tasks: dict[str, TaskPrompting],
     items: pd.DataFrame,
     *,
-    k: int,
-    s: int,
+    runs: Sequence[tuple[int, int]],
     n_train: int,
     settings: LoraSettings,
     adapters: str | os.PathLike[str],
@@ -115,14 +114,16 @@ def finetune_and_score(
     choices: LoraProtocol = LoraProtocol(),
     max_prompt_tokens: int | None = None,
 ) -> pd.DataFrame:
-    """Fine-tune one adapter per task on pool examples under the (k, s) context, then score the task's
-    evaluation and held-out items under that same context with the adapter merged in.
+    """For every (k, set) of ``runs``: fine-tune one adapter per task on pool examples under that
+    context, then score the task's evaluation and held-out items under the same context with the
+    adapter merged in. The base model is loaded once for all of them.
 
     Returns ``task, row_id, k, set, probs, probs_paper`` (the two label scorings of
-    :mod:`unsure.labelbias.scoring`, one forward pass); adapters are saved under ``adapters/<task>``.
-    ``choices`` says which side of each LoRA-shaping difference to take (``LoraProtocol.of(protocol)``
-    for a protocol's run; :func:`lora_examples`); with ``prompt_limit`` the prompts trained and scored
-    on are fitted to ``max_prompt_tokens`` of the model's tokens.
+    :mod:`unsure.labelbias.scoring`, one forward pass); adapters are saved under
+    ``adapters/k<k>-s<set>/<task>``. ``choices`` says which side of each LoRA-shaping difference to
+    take (``LoraProtocol.of(protocol)`` for a protocol's run; :func:`lora_examples`); with
+    ``prompt_limit`` the prompts trained and scored on are fitted to ``max_prompt_tokens`` of the
+    model's tokens.
     """
     base = load_engine(entry)
     if not isinstance(base, HFEngine):
@@ -131,32 +132,39 @@ def finetune_and_score(
     fit = prompt_fit(base, max_prompt_tokens) if choices.prompt_limit and max_prompt_tokens else None
     eos = str(base.tokenizer.eos_token) if choices.lora_targets else None
     parts = []
-    for name, task in tasks.items():
-        examples = lora_examples(task, k=k, s=s, n_train=n_train, wrap=wrap, choices=choices, fit=fit, eos=eos)
-        out = Path(adapters, name)
-        losses = train_adapter(base, examples, out, settings)
-        log.info(
-            "%s: LoRA k=%d set=%d, %d examples, loss %.4f -> %.4f", name, k, s, len(examples), losses[0], losses[-1]
-        )
-        tuned = load_engine(entry, adapter=str(out))
-        rows = items[(items["task"] == name) & items["kind"].isin(["eval", "heldout"])]
-        contexts = [
-            wrap(item_context(task.definition, task.pool, x, k, s, paper=choices.empty_input, fit=fit))
-            for x in rows["input"]
-        ]
-        probs, probs_paper = score_contexts_both(tuned, contexts, [task.labels] * len(contexts))
-        parts.append(
-            pd.DataFrame(
-                {
-                    "task": name,
-                    "row_id": rows["row_id"].to_numpy(),
-                    "k": k,
-                    "set": s,
-                    "probs": [p.tolist() for p in probs],
-                    "probs_paper": [p.tolist() for p in probs_paper],
-                }
+    for k, s in runs:
+        for name, task in tasks.items():
+            examples = lora_examples(task, k=k, s=s, n_train=n_train, wrap=wrap, choices=choices, fit=fit, eos=eos)
+            out = Path(adapters, f"k{k}-s{s}", name)
+            losses = train_adapter(base, examples, out, settings)
+            log.info(
+                "%s: LoRA k=%d set=%d, %d examples, loss %.4f -> %.4f",
+                name,
+                k,
+                s,
+                len(examples),
+                losses[0],
+                losses[-1],
             )
-        )
+            tuned = load_engine(entry, adapter=str(out))
+            rows = items[(items["task"] == name) & items["kind"].isin(["eval", "heldout"])]
+            contexts = [
+                wrap(item_context(task.definition, task.pool, x, k, s, paper=choices.empty_input, fit=fit))
+                for x in rows["input"]
+            ]
+            probs, probs_paper = score_contexts_both(tuned, contexts, [task.labels] * len(contexts))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "task": name,
+                        "row_id": rows["row_id"].to_numpy(),
+                        "k": k,
+                        "set": s,
+                        "probs": [p.tolist() for p in probs],
+                        "probs_paper": [p.tolist() for p in probs_paper],
+                    }
+                )
+            )
     if not parts:
         return pd.DataFrame({"task": [], "row_id": [], "k": [], "set": [], "probs": [], "probs_paper": []})
     return pd.concat(parts, ignore_index=True)
