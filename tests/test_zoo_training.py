@@ -127,11 +127,11 @@ def test_option_letters_share_one_sequence_with_a_soft_target(untrained: dict[st
     examples = zoo_corpus.zoo_examples(engine, instruct=False, n=20, seed=1)
     items = encode(engine, examples)
     assert len(items) == len({e.context for e in examples}) < len(examples)
-    soft = [item for item in items if len({pos for pos, _, _ in item.targets}) < len(item.targets)]
+    soft = [item for item in items if len({pos for pos, *_ in item.targets}) < len(item.targets)]
     assert soft
-    for item in soft:  # the two letters at the answer position, weights summing to one
-        (pos_a, tok_a, w_a), (pos_b, tok_b, w_b) = item.targets
-        assert pos_a == pos_b == len(item.ids) - 2
+    for item in soft:  # the two letters at the answer position, weights summing to one, one example
+        (pos_a, tok_a, w_a, ex_a), (pos_b, tok_b, w_b, ex_b) = item.targets
+        assert pos_a == pos_b == len(item.ids) - 2 and ex_a == ex_b
         assert w_a + w_b == pytest.approx(1.0)
         assert engine.tokenizer.convert_ids_to_tokens([tok_a, tok_b]) == ["▁A", "▁B"]
 
@@ -161,3 +161,23 @@ def test_each_zoo_model_learns_the_studies_that_run_it() -> None:
     raw = read_config_file(REPO / "config" / "demo.yaml")
     raw["zoo"] = {**raw["zoo"], **read_config_file(REPO / "config" / "untrained.yaml")["zoo"]}
     assert parse_config(raw).zoo_training_studies("tiny-llama") == []
+
+
+def test_a_zoo_model_with_its_own_training_learns_the_studies_it_names() -> None:
+    """The shadow's served model (no models: entry is built from it, the API entries point at its
+    server) learns the risk-score prompts, so that its answers parse as a real API model's do."""
+    from unsure.shadow import SERVED, merged_config
+
+    raw = read_config_file(REPO / "config" / "demo.yaml")
+    own = {"examples": {"decisionrisk": 50}, "epochs": 2}
+    raw["zoo"]["models"]["tiny-gpt2"] = {**raw["zoo"]["models"]["tiny-gpt2"], "training": own}
+    config = parse_config(raw)
+    assert config.zoo_training_studies("tiny-gpt2") == ["decisionrisk"]  # not nextword and labelbias, which run it
+    assert config.zoo_training("tiny-gpt2") == ZooTraining(**own)
+    assert config.zoo_training("tiny-llama") == config.zoo.training
+    raw["zoo"].pop("training")
+    assert parse_config(raw).zoo_training_studies("tiny-gpt2") == ["decisionrisk"]  # without zoo.training too
+    assert parse_config(raw).zoo_training_studies("tiny-llama") == []
+    shadow = parse_config(merged_config())
+    assert shadow.zoo.training is None  # the shadow's family models stay random
+    assert shadow.zoo_training_studies(SERVED) == ["riskscores"]

@@ -124,59 +124,13 @@ class Data(Strict):
 # ------------------------------------------------------------------------- models
 
 
-class ZooModel(Strict):
-    """A small randomly initialised model of a real architecture, built locally.
-
-    Its tokenizer is trained with ``tokenizers`` on text the project generates;
-    the result is saved with ``save_pretrained`` under ``resources/models/<name>``
-    and loaded back through the same ``from_pretrained`` path a hub id uses.
-    """
-
-    architecture: Literal["gpt2", "llama", "bert"] | None = None
-    """The tokenizer family trained on generated text (``None`` with ``tokenizer``)."""
-    tokenizer: str | None = None
-    """A folder with a real model's tokenizer files and ``config.json`` (no weights): the
-    model is that config's architecture at this entry's sizes, and keeps the real tokenizer
-    byte for byte (vocabulary, special tokens, chat template); ``vocab_size`` is ignored."""
-    model_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")] | None = None
-    """With ``tokenizer``: build this transformers ``model_type`` instead of the folder's
-    ``config.json`` one (Mixtral's mixture of experts with Mistral's tokenizer: ``mixtral``),
-    or in place of a ``config.json`` the folder lacks (``roberta`` from roberta-base's
-    tokenizer files). The folder's vocabulary and special token ids are kept; an encoder type
-    (``bert``, ``roberta``, ...) is built as a multiple-choice model."""
-    vocab_size: Annotated[int, Field(ge=300, le=200_000)] = 4096
-    hidden_size: PositiveInt = 64
-    layers: PositiveInt = 2
-    heads: PositiveInt = 4
-    intermediate_size: PositiveInt | None = None
-    max_positions: PositiveInt = 1024
-    chat: bool = False
-    """Give the tokenizer a chat template (an "instruct" variant)."""
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> ZooModel:
-        if (self.architecture is None) == (self.tokenizer is None):
-            raise ValueError(
-                "a zoo model names exactly one of architecture (a trained tokenizer) or tokenizer (a folder)"
-            )
-        if self.model_type is not None and self.tokenizer is None:
-            raise ValueError("model_type: only with tokenizer (a folder of real tokenizer files)")
-        if self.tokenizer is not None and self.chat:
-            raise ValueError("chat: a real tokenizer folder keeps its own chat template (or none)")
-        if self.hidden_size % self.heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by heads {self.heads}")
-        if self.chat and self.architecture == "bert":
-            raise ValueError("chat templates are for causal LMs, not architecture 'bert'")
-        return self
-
-
 CorpusStudy = Literal["riskscores", "nextword", "labelbias", "decisionrisk"]
 
 DEFAULT_ZOO_EXAMPLES: dict[CorpusStudy, int] = {
-    "riskscores": 8000,
+    "riskscores": 14000,
     "nextword": 2000,
     "labelbias": 6000,
-    "decisionrisk": 1200,
+    "decisionrisk": 2400,
 }
 """Per study, about what a 2-layer, 64-wide model needs to learn it (measured on the demo's zoo)."""
 
@@ -209,6 +163,56 @@ class ZooTraining(Strict):
     learning_rate: Annotated[float, Field(gt=0, le=1)] = 3e-3
     batch_size: PositiveInt = 8
     warmup_steps: Annotated[int, Field(ge=0)] = 10
+
+
+class ZooModel(Strict):
+    """A small randomly initialised model of a real architecture, built locally.
+
+    Its tokenizer is trained with ``tokenizers`` on text the project generates;
+    the result is saved with ``save_pretrained`` under ``resources/models/<name>``
+    and loaded back through the same ``from_pretrained`` path a hub id uses.
+    """
+
+    architecture: Literal["gpt2", "llama", "bert"] | None = None
+    """The tokenizer family trained on generated text (``None`` with ``tokenizer``)."""
+    tokenizer: str | None = None
+    """A folder with a real model's tokenizer files and ``config.json`` (no weights): the
+    model is that config's architecture at this entry's sizes, and keeps the real tokenizer
+    byte for byte (vocabulary, special tokens, chat template); ``vocab_size`` is ignored."""
+    model_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")] | None = None
+    """With ``tokenizer``: build this transformers ``model_type`` instead of the folder's
+    ``config.json`` one (Mixtral's mixture of experts with Mistral's tokenizer: ``mixtral``),
+    or in place of a ``config.json`` the folder lacks (``roberta`` from roberta-base's
+    tokenizer files). The folder's vocabulary and special token ids are kept; an encoder type
+    (``bert``, ``roberta``, ...) is built as a multiple-choice model."""
+    vocab_size: Annotated[int, Field(ge=300, le=200_000)] = 4096
+    hidden_size: PositiveInt = 64
+    layers: PositiveInt = 2
+    heads: PositiveInt = 4
+    intermediate_size: PositiveInt | None = None
+    max_positions: PositiveInt = 1024
+    chat: bool = False
+    """Give the tokenizer a chat template (an "instruct" variant)."""
+    training: ZooTraining | None = None
+    """This model's own training: it learns exactly the studies its ``examples`` name, whichever
+    models run it (the shadow's served model learns the formats of the API requests it answers).
+    ``None``: ``zoo.training``, on the studies that run a ``models:`` entry built from it."""
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ZooModel:
+        if (self.architecture is None) == (self.tokenizer is None):
+            raise ValueError(
+                "a zoo model names exactly one of architecture (a trained tokenizer) or tokenizer (a folder)"
+            )
+        if self.model_type is not None and self.tokenizer is None:
+            raise ValueError("model_type: only with tokenizer (a folder of real tokenizer files)")
+        if self.tokenizer is not None and self.chat:
+            raise ValueError("chat: a real tokenizer folder keeps its own chat template (or none)")
+        if self.hidden_size % self.heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by heads {self.heads}")
+        if self.chat and self.architecture == "bert":
+            raise ValueError("chat templates are for causal LMs, not architecture 'bert'")
+        return self
 
 
 class Zoo(Strict):
@@ -860,9 +864,17 @@ class Config(Strict):
         names: tuple[str, ...] = getattr(self.studies, study).models
         return {name: self.models[name] for name in names}
 
+    def zoo_training(self, zoo_name: str) -> ZooTraining | None:
+        """The training settings of zoo model ``zoo_name``: its own, else ``zoo.training``."""
+        return self.zoo.models[zoo_name].training or self.zoo.training
+
     def zoo_training_studies(self, zoo_name: str) -> list[CorpusStudy]:
-        """The studies whose examples zoo model ``zoo_name`` is trained on: those with
-        training examples that run a model built from it (none without ``zoo.training``)."""
+        """The studies whose examples zoo model ``zoo_name`` is trained on: those its own
+        ``training`` names, else those with ``zoo.training`` examples that run a model built
+        from it (none without either)."""
+        own = self.zoo.models[zoo_name].training
+        if own is not None:
+            return list(own.examples)
         if self.zoo.training is None:
             return []
         return [

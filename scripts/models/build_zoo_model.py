@@ -1,4 +1,4 @@
-"""Build one zoo model into resources/models/<name> (trained briefly when zoo.training is set)."""
+"""Build one zoo model into resources/models/<name> (trained briefly when zoo.training or its own training is set)."""
 
 import torch
 

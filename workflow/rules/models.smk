@@ -1,5 +1,6 @@
 """The local model zoo: tiny models of real architectures, briefly trained on the
-generators' known truth when zoo.training is set (lib/unsure/zoo_training.py)."""
+generators' known truth when zoo.training (or the model's own training) is set
+(lib/unsure/zoo_training.py)."""
 
 
 rule zoo_model:
@@ -14,10 +15,10 @@ rule zoo_model:
         spec=lambda wc: CFG.zoo.models[wc.name].model_dump(),
         zoo_seed=CFG.zoo.seed,
         corpus_sentences=CFG.zoo.corpus_sentences,
-        training=(
+        training=lambda wc: (
             None
-            if CFG.zoo.training is None
-            else CFG.zoo.training.model_dump(mode="json")
+            if CFG.zoo_training(wc.name) is None
+            else CFG.zoo_training(wc.name).model_dump(mode="json")
         ),
         studies=lambda wc: CFG.zoo_training_studies(wc.name),
     script:
