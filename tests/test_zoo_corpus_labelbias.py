@@ -18,6 +18,7 @@ from unsure.labelbias import zoo_corpus
 from unsure.labelbias.prompts import Demo
 from unsure.labelbias.scoring import ItemScorer, TaskPrompting, chat_wrapper, continuation, plain
 from unsure.labelbias.tasks import select_tasks
+from unsure.zoo_training import encode
 
 REPO = Path(__file__).resolve().parents[1]
 _DEMO = re.compile(r"Input: (.*?)\n Output: (.*?)\.\n\n", re.S)
@@ -54,6 +55,11 @@ def examples(engine: HFEngine) -> list[Example]:
     return zoo_corpus.zoo_examples(engine, instruct=False, n=180, seed=3)
 
 
+def _queries(examples: list[Example]) -> list[Example]:
+    """The examples that answer a prompt's query (the others answer its demonstrations)."""
+    return [ex for ex in examples if _QUERY.search(ex.context)]
+
+
 def _parse(prompt: str) -> tuple[str, list[Demo], str]:
     """Definition, demonstrations and query of a plain SNI prompt."""
     definition, _, rest = prompt.partition("\n\n")
@@ -77,9 +83,9 @@ def _task_of(definition: str, tasks: pd.DataFrame) -> str:
 
 def test_the_same_seed_gives_the_same_examples(engine: HFEngine, examples: list[Example]) -> None:
     assert zoo_corpus.zoo_examples(engine, instruct=False, n=180, seed=3) == examples
-    other = zoo_corpus.zoo_examples(engine, instruct=False, n=180, seed=4)
-    assert len(other) == 180
-    assert sum(a != b for a, b in zip(other, examples, strict=True)) > 150
+    other = _queries(zoo_corpus.zoo_examples(engine, instruct=False, n=180, seed=4))
+    assert len(other) == len(_queries(examples)) == 180
+    assert sum(a != b for a, b in zip(other, _queries(examples), strict=True)) > 150
     assert zoo_corpus.zoo_examples(engine, instruct=False, n=0, seed=3) == []
 
 
@@ -98,7 +104,7 @@ def test_contexts_are_the_rooms_inference_prompts(
     engine: HFEngine, examples: list[Example], demo_tasks: pd.DataFrame
 ) -> None:
     seen: Counter[tuple[str, int]] = Counter()
-    for ex in examples:
+    for ex in _queries(examples):
         definition, demos, query = _parse(ex.context)
         task = _task_of(definition, demo_tasks)
         labels = tuple(demo_tasks.loc[task, "labels"])
@@ -121,7 +127,7 @@ def test_contexts_are_the_rooms_inference_prompts(
 def test_continuations_are_gold_labels_with_the_generators_frequencies(engine: HFEngine) -> None:
     """Gold outputs follow the task's rule up to its noise, and the labels come with the
     generator's (unbalanced) priors: the label bias the study measures."""
-    many = zoo_corpus.zoo_examples(engine, instruct=False, n=1800, seed=0)
+    many = _queries(zoo_corpus.zoo_examples(engine, instruct=False, n=1800, seed=0))
     tasks = dict(zoo_corpus.demo_tasks())
     by_task: dict[str, list[tuple[str, str]]] = {}
     for i, ex in enumerate(many):
@@ -143,16 +149,50 @@ def test_continuations_are_gold_labels_with_the_generators_frequencies(engine: H
 def test_instruct_models_get_the_prompt_the_study_sends_them(
     engine: HFEngine, chat: HFEngine, examples: list[Example]
 ) -> None:
-    # the study scores the plain prompt unless studies.labelbias.chat_template is set
-    assert zoo_corpus.zoo_examples(chat, instruct=True, n=180, seed=3) == examples
+    # the study scores the plain prompt unless studies.labelbias.chat_template is set; an instruct
+    # model learns the queries' answers only (see zoo_examples)
+    assert zoo_corpus.zoo_examples(chat, instruct=True, n=180, seed=3) == _queries(examples)
+    # wrapped prompts are answered at the query only (the template's turn opens before the definition)
     wrapped = zoo_corpus.zoo_examples(chat, instruct=True, n=180, seed=3, chat_template=True)
-    wrap = chat_wrapper(chat)
-    assert [w.context for w in wrapped] == [wrap(plain(ex.context)) for ex in examples]
-    assert [w.continuation for w in wrapped] == [ex.continuation for ex in examples]
-    pairs = zip(wrapped, examples, strict=True)
+    wrap, queries = chat_wrapper(chat), _queries(examples)
+    assert [w.context for w in wrapped] == [wrap(plain(ex.context)) for ex in queries]
+    assert [w.continuation for w in wrapped] == [ex.continuation for ex in queries]
+    pairs = zip(wrapped, queries, strict=True)
     assert all(w.context.endswith("Output:") and w.context != ex.context for w, ex in pairs)
     # a base model is never wrapped
-    assert zoo_corpus.zoo_examples(engine, instruct=False, n=12, seed=3, chat_template=True) == examples[:12]
+    twelfth = examples.index(queries[11])
+    assert zoo_corpus.zoo_examples(engine, instruct=False, n=12, seed=3, chat_template=True) == examples[: twelfth + 1]
+
+
+def test_demonstration_labels_are_answered_inside_the_querys_sequence(
+    engine: HFEngine, examples: list[Example]
+) -> None:
+    """Every demonstration's label is an example too, its context the prompt up to that label: the
+    trainer reads it from the query's own sequence, so a prompt with k demonstrations trains k + 1
+    answers for the tokens of one."""
+    queries = _queries(examples)
+    by_query: dict[int, list[Example]] = {}
+    pending: list[Example] = []
+    for ex in examples:
+        if ex in queries:
+            by_query[len(by_query)] = pending
+            pending = []
+        else:
+            pending.append(ex)
+    assert not pending
+    for i, query in enumerate(queries):
+        _, demos, _ = _parse(query.context)
+        answered = by_query[i]
+        assert [ex.continuation for ex in answered] == [continuation(y) for _, y in demos]
+        for ex, (x, y) in zip(answered, demos, strict=True):
+            assert query.context.startswith(ex.context + continuation(y) + ".\n\n")
+            assert ex.context.endswith(f"Input: {x}\n Output:")
+    assert sum(len(d) for d in by_query.values()) > len(queries)  # k = 0, 2 and 4 take turns
+    items = encode(engine, examples)
+    assert len(items) <= len(queries)  # the demonstrations' answers add no sequence (equal prompts fold too)
+    assert sum(len(item.targets) for item in items) == sum(
+        len(engine.split_pair(ex.context, ex.continuation)[1]) for ex in examples
+    )
 
 
 def test_bad_sizes_are_refused(engine: HFEngine) -> None:

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -63,10 +64,11 @@ def corpus(
 
 @dataclass
 class Item:
-    """One training sequence: token ids and the (position, token, weight) targets read from it."""
+    """One training sequence: token ids and the (position, token, weight, example) targets read
+    from it; the targets of one example are its answer's tokens (or an answer's soft letters)."""
 
     ids: list[int]
-    targets: list[tuple[int, int, float]] = field(default_factory=list)
+    targets: list[tuple[int, int, float, int]] = field(default_factory=list)
 
 
 def _pair_ids(engine: HFEngine, ex: Example) -> tuple[list[int], list[int]]:
@@ -86,26 +88,48 @@ def encode(engine: HFEngine, examples: Sequence[Example]) -> list[Item]:
     Examples of the same context whose answers are one token each (an option
     letter weighted by its true probability, say) share one sequence: a soft
     target at the answer position, the exact expectation of drawn answers, for
-    the cost of one.
+    the cost of one. An example whose tokens begin another's (a demonstration's
+    label, read where the prompt that goes on to the query has it) is read from
+    that longer sequence: its targets for no forward pass of its own.
     """
     items: list[Item] = []
-    soft: dict[tuple[int, ...], Item] = {}
-    for ex in examples:
+    soft: dict[tuple[int, ...], tuple[Item, int]] = {}  # the shared sequence and its first example
+    for n, ex in enumerate(examples):
         ctx, cont = _pair_ids(engine, ex)
         if len(cont) == 1 and ex.after_prompt:
             key = tuple(ctx)
             if key not in soft:
-                soft[key] = Item([*ctx, cont[0]])
-                items.append(soft[key])
-            soft[key].targets.append((len(ctx) - 1, cont[0], ex.weight))
+                soft[key] = (Item([*ctx, cont[0]]), n)
+                items.append(soft[key][0])
+            item, first = soft[key]
+            item.targets.append((len(ctx) - 1, cont[0], ex.weight, first))
         else:
-            items.append(Item([*ctx, *cont], [(len(ctx) - 1 + i, t, ex.weight) for i, t in enumerate(cont)]))
-    return items
+            targets = [(len(ctx) - 1 + i, t, ex.weight, n) for i, t in enumerate(cont)]
+            items.append(Item([*ctx, *cont], targets))
+    return _fold_prefixes(items)
+
+
+def _fold_prefixes(items: list[Item]) -> list[Item]:
+    """Items whose ids begin another item's moved into it (their targets read the same tokens).
+
+    In lexicographic order an item that begins others comes right before one of them, so each
+    item is compared with the next only; the items keep their first-seen order otherwise.
+    """
+    order = sorted(range(len(items)), key=lambda i: items[i].ids)
+    folded: set[int] = set()
+    for a, b in pairwise(order):
+        short, long = items[a], items[b]
+        if long.ids[: len(short.ids)] == short.ids:
+            long.targets.extend(short.targets)
+            folded.add(a)
+    return [item for i, item in enumerate(items) if i not in folded]
 
 
 def item_loss(model: PreTrainedModel, batch: Sequence[Item], pad: int) -> torch.Tensor:
-    """Mean over sequences of their targets' weighted mean negative log-likelihood; the
-    output layer runs only where a target is read (it dominates a small model's cost)."""
+    """Each example's weighted mean negative log-likelihood of its targets, summed over the
+    sequences' examples, over the number of sequences; the output layer runs only where a target
+    is read (it dominates a small model's cost). An example counts the same whether it has a
+    sequence of its own or is read from another's."""
     width = max(len(item.ids) for item in batch)
     device = model.get_input_embeddings().weight.device
     ids = torch.full((len(batch), width), pad, dtype=torch.long)
@@ -114,14 +138,16 @@ def item_loss(model: PreTrainedModel, batch: Sequence[Item], pad: int) -> torch.
         ids[b, : len(item.ids)] = torch.tensor(item.ids)
         mask[b, : len(item.ids)] = 1
     hidden = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
-    rows, cols, tokens, weights = zip(
-        *((b, pos, tok, w) for b, item in enumerate(batch) for pos, tok, w in item.targets), strict=True
+    rows, cols, tokens, weights, examples = zip(
+        *((b, pos, tok, w, ex) for b, item in enumerate(batch) for pos, tok, w, ex in item.targets), strict=True
     )
     logits = model.get_output_embeddings()(hidden[torch.tensor(rows), torch.tensor(cols)]).float()
     picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(tokens, device=device)[:, None])[:, 0]
-    # each sequence's weighted mean over its targets: a 60-token passage counts as much as one answer
-    totals = torch.tensor([sum(w for _, _, w in item.targets) for item in batch], device=device)
-    share = torch.tensor(weights, device=device) / totals[torch.tensor(rows, device=device)]
+    # each example's weighted mean over its targets: a 60-token passage counts as much as one answer
+    totals: dict[tuple[int, int], float] = {}
+    for b, ex, w in zip(rows, examples, weights, strict=True):
+        totals[b, ex] = totals.get((b, ex), 0.0) + w
+    share = torch.tensor([w / totals[b, ex] for b, ex, w in zip(rows, examples, weights, strict=True)], device=device)
     return -(share * picked).sum() / len(batch)
 
 

@@ -52,10 +52,11 @@ from unsure.generate.mcqa import BENCHMARKS, Benchmark, linked_choice, write_ben
 
 INJECTED_SHARE = 0.25
 """Share of the chat examples that are risk-injected copies (their reply is uniform)."""
-CHAT_MIX: dict[str, float] = {"hellaswag": 0.4, "piqa": 0.15, "siqa": 0.3, "anli": 0.15}
-"""Share of each benchmark in the chat examples. A reply that lists too many options parses and
-one that lists too few does not, so the four- and three-option benchmarks weigh most: the
-letters C and D, which a brief training learns last, come up often."""
+CHAT_MIX: dict[str, float] = {"hellaswag": 0.3, "piqa": 0.2, "siqa": 0.25, "anli": 0.25}
+"""Share of each benchmark in the chat examples. A reply that lists too few options does not
+parse, so the four-option one weighs most (the letters C and D, which a brief training learns
+last); nor does one that names an option twice with two numbers, which is how a briefly trained
+model got the two-option replies wrong (``A: 100 B: 100 B: 1``), so those weigh almost half."""
 REPLY_TOKENS = 12
 """The most tokens a reply may take: the demo's ``verbal_max_new_tokens`` (config/demo.yaml)."""
 _SALT = 0x19D5

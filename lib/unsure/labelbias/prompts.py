@@ -72,6 +72,14 @@ def sni_prompt(
     return head + "".join(blocks) + tail
 
 
+def demonstration_heads(definition: str, demos: Sequence[Demo], query: str, *, paper: bool = False) -> list[str]:
+    """The text of :func:`sni_prompt` up to each demonstration's label (``... Output:``), where
+    :func:`~unsure.labelbias.scoring.continuation` of that label follows in the prompt."""
+    head, blocks, _ = _prompt_parts(definition, demos, query, paper)
+    marker = " Output:"
+    return [head + "".join(blocks[:j]) + block[: block.index(marker) + len(marker)] for j, block in enumerate(blocks)]
+
+
 class TokenCounter(Protocol):
     """What fitting a prompt needs of the model's tokenizer."""
 
