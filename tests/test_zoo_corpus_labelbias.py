@@ -149,9 +149,8 @@ def test_continuations_are_gold_labels_with_the_generators_frequencies(engine: H
 def test_instruct_models_get_the_prompt_the_study_sends_them(
     engine: HFEngine, chat: HFEngine, examples: list[Example]
 ) -> None:
-    # the study scores the plain prompt unless studies.labelbias.chat_template is set; an instruct
-    # model learns the queries' answers only (see zoo_examples)
-    assert zoo_corpus.zoo_examples(chat, instruct=True, n=180, seed=3) == _queries(examples)
+    # the study scores the plain prompt unless studies.labelbias.chat_template is set
+    assert zoo_corpus.zoo_examples(chat, instruct=True, n=180, seed=3) == examples
     # wrapped prompts are answered at the query only (the template's turn opens before the definition)
     wrapped = zoo_corpus.zoo_examples(chat, instruct=True, n=180, seed=3, chat_template=True)
     wrap, queries = chat_wrapper(chat), _queries(examples)

@@ -69,7 +69,8 @@ def zoo_examples(
     chat_template: bool = CHAT_TEMPLATE,
 ) -> list[Example]:
     """``n`` SNI prompts as training examples: context up to ``Output:``, continuation `` <gold>``;
-    for a base model each demonstration's label is an example too (context: the prompt up to it).
+    each demonstration's label is an example too (context: the prompt up to it), unless the
+    prompt is wrapped in a chat template (which opens before the definition).
 
     Example ``i`` is of task ``i mod T`` (T tasks) with ``shots[(i // T) mod len(shots)]``
     demonstrations, so every task meets every k about equally often. Demonstrations
@@ -92,14 +93,11 @@ def zoo_examples(
         demos = [draw_instance(rng, family) for _ in range(k)]
         query, gold = draw_instance(rng, family)
         prompt = sni_prompt(family.definition, demos, query)
-        if wrap or instruct:
-            out.append(Example(wrap(prompt) if wrap else prompt, continuation(gold)))
+        if wrap:
+            out.append(Example(wrap(prompt), continuation(gold)))
             continue
-        # a base model answers each demonstration's label too, where the prompt has it: the trainer
-        # reads them from the query's sequence (unsure.zoo_training.encode), k more answers for no
-        # more tokens. Not the instruct model, which learns four studies in the same budget: with
-        # them its risk-score letters stayed flat (the spread of its task means 0.033 and 0.027 in
-        # two builds, against 0.19 without them), and it reads the SNI inputs without them
+        # each demonstration's label too, where the prompt has it: the trainer reads them from
+        # the query's sequence (unsure.zoo_training.encode), k more answers for no more tokens
         for head, (_, label) in zip(demonstration_heads(family.definition, demos, query), demos, strict=True):
             out.append(Example(head, continuation(label)))
         out.append(Example(prompt, continuation(gold)))
