@@ -115,6 +115,33 @@ def test_chat_generation_equals_the_transformers_backend(servers: dict[str, Serv
     assert all(got)
 
 
+def test_a_server_of_several_models_answers_each_name_with_its_own_and_refuses_others(
+    models: dict[str, Path],
+) -> None:
+    """The shadow serves each API model with its own model (one model taught every API model's
+    prompts answered none of them): requests choose by the ``model`` they name."""
+    server = Server({"fixed-api": models["fixed"], "chat-api": models["llama-chat"]}, key=KEY)
+    try:
+
+        def named(model_id: str, *, chat: bool = False) -> APIEngine:
+            url = server.base_url
+            entry = Model(id=model_id, backend="openai", base_url=url, api_key_env=ENV, instruct=chat, gpus=0)
+            engine = load_engine(entry)
+            assert isinstance(engine, APIEngine)
+            return engine
+
+        prompt = "What is the probability? Answer (between 0 and 1): 0."
+        assert named("fixed-api").numeric([prompt]) == hf(models["fixed"]).numeric([prompt]) == [0.77]
+        remote, local = named("chat-api", chat=True), hf(models["llama-chat"])
+        user = "Say something about cats."
+        got = remote.generate([remote.chat_prompt(user)], max_new_tokens=6)
+        assert got == local.generate([local.chat_prompt(user)], max_new_tokens=6) and all(got)
+        with pytest.raises(APIResponseError, match="model `gpt-9` does not exist"):
+            named("gpt-9").numeric([prompt])
+    finally:
+        server.close()
+
+
 def test_word_samples_come_from_the_model_and_large_n_is_split(servers: dict[str, Server]) -> None:
     remote = api(servers["fixed"], chat=False)
     (samples,) = remote.sample_words([WordSamplingRequest("Once upon a", n=150, seed=3, max_new_tokens=4)])

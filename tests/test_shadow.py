@@ -28,11 +28,11 @@ from unsure.shadow import (
     OVERRIDE,
     PAPER,
     REPO,
-    SERVED,
     combination,
     leaf_paths,
     merged_config,
     read_yaml,
+    served_zoo,
     shadow_config,
     snakemake_command,
 )
@@ -162,7 +162,7 @@ def test_every_paper_model_entry_is_a_cpu_shadow_of_its_own_family() -> None:
     assert set(merged["zoo"]["models"]) == {
         *(Path(e["id"]).name for e in merged["models"].values() if e.get("backend") != "openai"),
         Path(merged["studies"]["decisionrisk"]["embedder"]).name,
-        SERVED,
+        *(served_zoo(n) for n, e in merged["models"].items() if e.get("backend") == "openai"),
     }, "every zoo entry of the override is a family some entry uses"
 
 

@@ -164,9 +164,10 @@ def test_each_zoo_model_learns_the_studies_that_run_it() -> None:
 
 
 def test_a_zoo_model_with_its_own_training_learns_the_studies_it_names() -> None:
-    """The shadow's served model (no models: entry is built from it, the API entries point at its
-    server) learns the risk-score prompts, so that its answers parse as a real API model's do."""
-    from unsure.shadow import SERVED, merged_config
+    """The shadow's served models (no models: entry is built from them, the API entries point at
+    their server) learn the prompts of the study that reads their replies, so that these parse as
+    a real API model's do."""
+    from unsure.shadow import merged_config, served_zoo
 
     raw = read_config_file(REPO / "config" / "demo.yaml")
     own = {"examples": {"decisionrisk": 50}, "epochs": 2}
@@ -180,4 +181,5 @@ def test_a_zoo_model_with_its_own_training_learns_the_studies_it_names() -> None
     assert parse_config(raw).zoo_training_studies("tiny-llama") == []
     shadow = parse_config(merged_config())
     assert shadow.zoo.training is None  # the shadow's family models stay random
-    assert shadow.zoo_training_studies(SERVED) == ["riskscores"]
+    assert shadow.zoo_training_studies(served_zoo("gpt-4o-mini")) == ["riskscores"]
+    assert shadow.zoo_training_studies(served_zoo("gpt-3.5-turbo")) == ["nextword"]

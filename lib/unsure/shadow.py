@@ -54,8 +54,13 @@ REPO = Path(__file__).resolve().parents[2]
 PAPER = "config/config.yaml"
 OVERRIDE = "config/shadow.yaml"
 
-SERVED = "shadow-openai"
-"""The zoo entry (declared in the override) that the loopback server answers API requests with."""
+
+def served_zoo(api_name: str) -> str:
+    """The zoo entry (declared in the override) that the loopback server answers API model
+    ``api_name``'s requests with: one per API model, trained on the prompts of the studies
+    that run it (a tiny model taught several studies' formats answers none of them)."""
+    return f"shadow-{api_name}"
+
 
 SERVED_REPLY_TOKENS = 24
 """Replies of the loopback server end after this many tokens (``finish_reason: length``): its
@@ -143,7 +148,7 @@ def combination(name: str, cfg: Mapping[str, Any]) -> Combination:
     instruct = bool(entry.get("instruct", False))
     backend = entry.get("backend", "hf")
     if backend == "openai":
-        return (f"api:{entry['id']}", f"served:{SERVED}", instruct, backend, "server" if instruct else None)
+        return (f"api:{entry['id']}", f"served:{served_zoo(name)}", instruct, backend, "server" if instruct else None)
     parts = Path(entry["id"]).parts
     if len(parts) != 3 or "/".join(parts[:2]) != ZOO_DIR:
         raise ShadowError(f"models.{name}: {entry['id']!r} is not a shadow model (resources/models/<zoo entry>)")
@@ -255,6 +260,18 @@ def shadow_config(
 
 def api_models(cfg: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {n: e for n, e in cfg["models"].items() if e.get("backend", "hf") == "openai"}
+
+
+def served_models(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """The zoo entry that answers each API model id the requests name (:func:`served_zoo`)."""
+    served: dict[str, str] = {}
+    for name, entry in api_models(cfg).items():
+        zoo_name = served_zoo(name)
+        if zoo_name not in cfg.get("zoo", {}).get("models", {}):
+            raise ShadowError(f"models.{name}: the shadow answers it with zoo.models.{zoo_name}, not in {OVERRIDE}")
+        if served.setdefault(str(entry["id"]), zoo_name) != zoo_name:
+            raise ShadowError(f"models.{name}: id {entry['id']!r} is another API model's; the server tells them by id")
+    return served
 
 
 def _loopback_port(cfg: Mapping[str, Any]) -> int | None:
@@ -399,9 +416,10 @@ def run(
         env[name] = key  # the fake key exists only in the environment of this run
     cores_args = ["--cores", str(cores) if cores else "all"]
     server = None
-    jobs_before = 0  # the served model's build, when the API models need it
+    jobs_before = 0  # the served models' builds, when the API models need them
     try:
         wanted = _loopback_port(cfg)
+        served = served_models(cfg)
         if wanted is not None and not dry_run:
             try:
                 server = Server(
@@ -426,14 +444,14 @@ def run(
             header += f"# CI: generated ACS records of {', '.join(cfg['data']['acs']['states'])} only\n"
         (work / "shadow-config.yaml").write_text(header + yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
         if server is not None:
-            served = f"resources/models/{SERVED}"
-            code, output = _stream(snakemake_command(repo, work, *cores_args, served), env, log)
+            folders = {api_id: f"{ZOO_DIR}/{zoo_name}" for api_id, zoo_name in served.items()}
+            code, output = _stream(snakemake_command(repo, work, *cores_args, *folders.values()), env, log)
             if code:
                 return Outcome(code, time.monotonic() - start, None, work, _cpu_seconds() - cpu_start)
             built = _TOTAL.search(output)
             jobs_before = int(built.group(1)) if built else 0
             torch.set_num_threads(1)  # the server's tiny forwards; the jobs have the cores
-            server.start(work / served)
+            server.start({api_id: work / folder for api_id, folder in folders.items()})
         args = [*cores_args, *(["-n"] if dry_run else []), *(extra or []), "all"]
         code, output = _stream(snakemake_command(repo, work, *args), env, log)
         total = _TOTAL.search(output)

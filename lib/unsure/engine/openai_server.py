@@ -25,6 +25,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,9 @@ HOST = "127.0.0.1"
 class Server:
     """Serve ``model_dir`` on loopback ``port`` (0: a free one) until :meth:`close`.
 
-    With ``model_dir=None`` the port is bound at once and nothing is served until
+    ``model_dir`` answers every request, whatever model it names; a mapping of model
+    names to folders answers each name with its own model and refuses other names (404,
+    as the API does). With ``model_dir=None`` the port is bound at once and nothing is served until
     :meth:`start` names the model (so that a caller can learn the URL before the
     model exists); ``log_requests=False`` keeps no request log (long runs);
     ``max_reply_tokens`` ends every reply after that many tokens as a length-limited
@@ -93,7 +96,7 @@ class Server:
 
     def __init__(
         self,
-        model_dir: str | Path | None,
+        model_dir: str | Path | Mapping[str, str | Path] | None,
         *,
         key: str,
         port: int = 0,
@@ -114,15 +117,19 @@ class Server:
         self.requests: list[dict[str, Any]] = []
         self.log_requests = log_requests
         self.max_reply_tokens = max_reply_tokens
-        self.model: LocalModel
+        self.models: dict[str | None, LocalModel] = {}
+        """Model per requested name; ``None``: the one model that answers every name."""
         self.httpd = ThreadingHTTPServer((HOST, port), self._handler())
         self.thread: threading.Thread | None = None
         if model_dir is not None:
             self.start(model_dir)
 
-    def start(self, model_dir: str | Path) -> None:
-        """Load ``model_dir`` and answer requests from a background thread."""
-        self.model = LocalModel(Path(model_dir))
+    def start(self, model_dir: str | Path | Mapping[str, str | Path]) -> None:
+        """Load ``model_dir`` (or each folder of a mapping) and answer requests from a background thread."""
+        if isinstance(model_dir, Mapping):
+            self.models = {name: LocalModel(Path(folder)) for name, folder in model_dir.items()}
+        else:
+            self.models = {None: LocalModel(Path(model_dir))}
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
@@ -141,8 +148,12 @@ class Server:
 
     # ------------------------------------------------------------------ endpoints
 
+    def model(self, body: dict[str, Any]) -> LocalModel:
+        """The model that answers ``body`` (:class:`KeyError` for a name not served)."""
+        return self.models[None] if None in self.models else self.models[str(body.get("model"))]
+
     def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        m = self.model
+        m = self.model(body)
         prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
         n, k = int(body.get("n", 1)), body.get("logprobs")
         choices: list[dict[str, Any]] = []
@@ -194,7 +205,7 @@ class Server:
         return self._envelope("text_completion", choices, usage)
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        m = self.model
+        m = self.model(body)
         text = m.tok.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
         ids = m.tok(text, add_special_tokens=False)["input_ids"]
         if self.replies:
@@ -274,6 +285,10 @@ class Server:
                     return self._send_bytes(*server.raw.popleft())
                 if server.fail:
                     return self._send(server.fail.popleft(), {"error": {"message": "try again", "type": "busy"}})
+                if None not in server.models and str(body.get("model")) not in server.models:
+                    served = sorted(map(str, server.models))
+                    message = f"The model `{body.get('model')}` does not exist (served: {served})"
+                    return self._send(404, {"error": {"message": message, "type": "invalid_request_error"}})
                 if self.path == "/v1/completions":
                     return self._send(200, server.completions(body))
                 if self.path == "/v1/chat/completions":
