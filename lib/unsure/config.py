@@ -127,7 +127,7 @@ class Data(Strict):
 CorpusStudy = Literal["riskscores", "nextword", "labelbias", "decisionrisk"]
 
 DEFAULT_ZOO_EXAMPLES: dict[CorpusStudy, int] = {
-    "riskscores": 14000,
+    "riskscores": 18000,
     "nextword": 2000,
     "labelbias": 6000,
     "decisionrisk": 2400,

@@ -5,12 +5,13 @@ labels follow each task's stated rule up to its noise rate and come with the
 generator's label priors (:mod:`unsure.labelbias.zoo_corpus`). A trained model
 therefore (a) reads the input: its predictions agree with the gold labels beyond
 what predictions independent of the input would (Cohen's kappa above 0; a random
-or constant model scores about 0); (b) carries a label bias that contextual
-calibration estimates and removes while the predictions still read the input;
+or constant model scores about 0); (b) carries a label bias (the corpus leans
+towards one label per task) that domain-context calibration estimates and removes
+while the predictions still read the input;
 (c) answers some inputs differently once demonstrations are added, so the
 figures' lines can move with k. A randomly initialised zoo fails (a) and (c): its predictions are
 (nearly) one label per task, the same under every context. It passes the bias reduction
-alone (CC removes any input-independent bias, a random model's included), which
+alone (calibration removes any input-independent bias, a random model's included), which
 is why (b) asks for calibrated predictions that still read the input.
 
 Every check reads the study's outputs only: ``scores/<model>_methods.parquet``
@@ -32,10 +33,10 @@ READS_INPUT = 0.08
 best method; predictions that ignore the input score 0 up to sampling noise (the random zoo:
 -0.03 to 0.05 on the demo's 6 tasks × 60 instances)."""
 CALIBRATED_READS_INPUT = 0.05
-"""Least mean Cohen's kappa after CC of the model that reads the input best (the random zoo: 0.003)."""
+"""Least mean Cohen's kappa after DC of the model that reads the input best."""
 BIAS_DROP = 0.3
-"""CC must remove at least this share of the uncalibrated BiasScore, averaged over models (the demo:
-0.062 -> 0.029, a 54% drop; the margin leaves room for another CPU's floating point)."""
+"""DC must remove at least this share of the uncalibrated BiasScore, averaged over models, tasks and k
+(the demo: 0.067 -> 0.039, a 42% drop)."""
 MOVED = 0.01
 """Least share of evaluation predictions (no mitigation) that k demonstrations change, per model."""
 
@@ -56,11 +57,11 @@ def summary(study: Path) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def methods(study: Path, summary: pd.DataFrame) -> pd.DataFrame:
-    """Evaluation predictions of every model under no mitigation, CC and DC, in the tables' scoring."""
+    """Evaluation predictions of every model under no mitigation, CC, DC and LOOC, in the tables' scoring."""
     parts = []
     for model in summary["model"].unique():
         frame = pd.read_parquet(study / "scores" / f"{model}_methods.parquet")
-        frame = frame[(frame["kind"] == "eval") & frame["method"].isin(["none", "cc", "dc"])]
+        frame = frame[(frame["kind"] == "eval") & frame["method"].isin(["none", "cc", "dc", "looc"])]
         parts.append(frame[frame["scoring"] == _headline_scoring(frame, summary[summary["model"] == model])])
     return pd.concat(parts, ignore_index=True)
 
@@ -97,19 +98,25 @@ def test_a_trained_model_reads_the_input(methods: pd.DataFrame) -> None:
     assert kappa.max(axis=1).max() > READS_INPUT, f"mean Cohen's kappa per model and method:\n{kappa.round(3)}"
 
 
-def test_calibration_lowers_the_bias_score_and_keeps_the_signal(summary: pd.DataFrame, methods: pd.DataFrame) -> None:
-    """BiasScore is lower after CC than before, on average over models, tasks and k; and the
-    calibrated predictions of the model that reads the input still read it (a model that answers
-    alike for every input is made unbiased by any calibration, and shows nothing)."""
-    bias = summary[summary["method"].isin(["none", "cc"])].pivot_table(
-        index="model", columns="method", values="bias_score", aggfunc="mean"
-    )
-    # on average: a model that has learned a task's rule can get worse under CC, whose content-free
-    # inputs belong to one of the labels (the demo's tiny-llama: 0.059 -> 0.074)
-    assert bias["cc"].mean() < (1 - BIAS_DROP) * bias["none"].mean(), f"BiasScore per model:\n{bias.round(3)}"
+def test_domain_context_calibration_lowers_the_bias_score_and_keeps_the_signal(
+    summary: pd.DataFrame, methods: pd.DataFrame
+) -> None:
+    """The paper's Fig. 3: domain-context calibration improves bias. Its BiasScore is lower than no
+    mitigation's, on average over models, tasks and k; and the calibrated predictions of the model
+    that reads the input still read it (a model that answers alike for every input is made
+    unbiased by any calibration, and shows nothing).
+
+    Contextual calibration is not asked to lower it: the paper finds that "CC improves neither
+    performance nor bias" and can undermine both. Its content-free inputs fall under a rule's
+    default label here (no food word: "No"), so it over-corrects a model that has learned the rule
+    (a zoo without the corpus' label lean: tiny-llama 0.046 -> 0.124). LOOC needs more
+    demonstrations than the demo's k (the paper: 8 or 16)."""
+    bias = summary.pivot_table(index="model", columns="method", values="bias_score", aggfunc="mean")
+    drop = 1 - bias["dc"].mean() / bias["none"].mean()
+    assert drop > BIAS_DROP, f"BiasScore per model:\n{bias.round(3)}"
     reader = _best_kappa(methods).max(axis=1).idxmax()
-    kappa = _kappa(methods[(methods["method"] == "cc") & (methods["model"] == reader)]).mean()
-    assert kappa > CALIBRATED_READS_INPUT, f"mean Cohen's kappa of {reader} after CC: {kappa:.3f}"
+    kappa = _kappa(methods[(methods["method"] == "dc") & (methods["model"] == reader)]).mean()
+    assert kappa > CALIBRATED_READS_INPUT, f"mean Cohen's kappa of {reader} after DC: {kappa:.3f}"
 
 
 def test_demonstrations_move_the_answers(methods: pd.DataFrame) -> None:
