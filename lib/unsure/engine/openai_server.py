@@ -148,12 +148,11 @@ class Server:
 
     # ------------------------------------------------------------------ endpoints
 
-    def model(self, body: dict[str, Any]) -> LocalModel:
-        """The model that answers ``body`` (:class:`KeyError` for a name not served)."""
-        return self.models[None] if None in self.models else self.models[str(body.get("model"))]
+    def model(self, body: dict[str, Any]) -> LocalModel | None:
+        """The model that answers ``body`` (``None`` for a name not served)."""
+        return self.models.get(None) or self.models.get(str(body.get("model")))
 
-    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        m = self.model(body)
+    def completions(self, body: dict[str, Any], m: LocalModel) -> dict[str, Any]:
         prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
         n, k = int(body.get("n", 1)), body.get("logprobs")
         choices: list[dict[str, Any]] = []
@@ -204,8 +203,7 @@ class Server:
             usage[0] += len(ids)
         return self._envelope("text_completion", choices, usage)
 
-    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        m = self.model(body)
+    def chat(self, body: dict[str, Any], m: LocalModel) -> dict[str, Any]:
         text = m.tok.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
         ids = m.tok(text, add_special_tokens=False)["input_ids"]
         if self.replies:
@@ -285,14 +283,15 @@ class Server:
                     return self._send_bytes(*server.raw.popleft())
                 if server.fail:
                     return self._send(server.fail.popleft(), {"error": {"message": "try again", "type": "busy"}})
-                if None not in server.models and str(body.get("model")) not in server.models:
+                model = server.model(body)
+                if model is None:
                     served = sorted(map(str, server.models))
                     message = f"The model `{body.get('model')}` does not exist (served: {served})"
                     return self._send(404, {"error": {"message": message, "type": "invalid_request_error"}})
                 if self.path == "/v1/completions":
-                    return self._send(200, server.completions(body))
+                    return self._send(200, server.completions(body, model))
                 if self.path == "/v1/chat/completions":
-                    return self._send(200, server.chat(body))
+                    return self._send(200, server.chat(body, model))
                 return self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
