@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -25,9 +28,37 @@ def test_cva_matches_the_ebci_package(m2: float, kappa: float, alpha: float, exp
     assert float(cva(m2, kappa, alpha)) == pytest.approx(expected, abs=5e-7)
 
 
+R_GRID = Path(__file__).parent / "data" / "ebci_cva_grid.csv"
+"""``ebci::cva(m2, kappa, alpha)$cv`` from R on 780 points, made by ``tests/data/ebci_cva_grid.R``."""
+
+
+def test_cva_matches_r_on_the_reference_grid() -> None:
+    """Issue 31: m2 from 1e-4 to 1e8, kappa 1, 3, 200, inf and alpha 0.01, 0.05, 0.1, all to 1e-6."""
+    with R_GRID.open() as f:
+        rows = np.array([[float(row[k]) for k in ("m2", "kappa", "alpha", "cv")] for row in csv.DictReader(f)])
+    assert len(rows) == 780
+    m2, kappa, alpha, expected = rows.T
+    # the issue's worst points must be on the grid
+    assert np.any((m2 == 1e8) & (alpha == 0.01) & (kappa == 200))
+    assert np.any((m2 == 1e-3) & (alpha == 0.05) & (kappa == 3))
+    ours = np.empty_like(expected)
+    for k in np.unique(kappa):
+        for a in np.unique(alpha):
+            sel = (kappa == k) & (alpha == a)
+            ours[sel] = cva(m2[sel], float(k), float(a))
+    rel = np.abs(ours / expected - 1)
+    worst = [
+        f"m2={m2[i]:.6g} kappa={kappa[i]} alpha={alpha[i]}: {ours[i]:.10g} vs R {expected[i]:.10g}"
+        for i in np.argsort(-rel)[:5]
+    ]
+    assert rel.max() <= 1e-6, f"{(rel > 1e-6).sum()} points off by more than 1e-6, worst: {worst}"
+
+
 def test_rho_matches_the_ebci_package() -> None:
     assert float(rho(1.0, 3.0, 11.9699639845401)[0]) == pytest.approx(6.0216e-05, rel=1e-4)
     assert float(rho(2.8**2, 8.0, 7.1324290147839279896)[0]) == pytest.approx(0.09805099, abs=1e-8)
+    # large χ: E r is ≈ 0 except in a window of width ≈ 4e5 just below t₀ ≈ 1.5e9 (ebci's rho, from R)
+    assert float(rho(1e8, 3.0, 38817.3663705)[0]) == pytest.approx(0.010000058529655818, abs=1e-10)
 
 
 def test_kappa_one_is_the_known_bias_critical_value() -> None:
