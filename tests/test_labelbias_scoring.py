@@ -147,7 +147,8 @@ def _authors_distribution(
 ) -> np.ndarray:
     """The authors' scoring, written from their description: ``prompt + ' ' + label + EOS`` tokenised
     whole, the prompt's tokens masked, the model's mean loss over what is left (label tokens and EOS),
-    softmax of minus the loss over the labels. Plain full forward passes, no packing."""
+    softmax of minus the loss over the labels. Plain full forward passes, no packing. (Their own code
+    path, on Llama-2's real tokenizer, against their code's numbers: tests/test_labelbias_authors.py.)"""
     scores = []
     n_prompt = len(tok(prompt)["input_ids"])
     for label in labels:
