@@ -63,7 +63,17 @@ def test_convert_released_lists_merges_repeats_and_drops_marker(tmp_path: Path) 
         "not_one_word_dropped": 0,
         "samples": 3,
     }
-    assert paper.read_raw_samples(tmp_path / "out.jsonl") == {(1, 2): ["a", "b"], (1, 3): ["c"]}
+    # corrected reads the merged samples; paper visits the release entry by entry, words as released
+    assert read_samples(tmp_path / "out.jsonl")[["word_num", "word", "count"]].values.tolist() == [
+        [2, "a", 1],
+        [2, "b", 1],
+        [3, "c", 1],
+    ]
+    assert paper.read_raw_samples(tmp_path / "out.jsonl") == [
+        ((1, 2), ["a", paper.FAILURE]),
+        ((1, 2), ["b"]),
+        ((1, 3), ["c"]),
+    ]
     with pytest.raises(ValueError, match="entry 0"):
         (tmp_path / "bad.json").write_text(json.dumps([["ctx", {"text_id": "x", "word_num": 1}, [], []]]))
         convert_released_lists(tmp_path / "bad.json", tmp_path / "bad.jsonl")
@@ -74,7 +84,43 @@ def test_convert_reference_generations_keeps_sample_order(tmp_path: Path) -> Non
     entry = {"ancestral_samples": [{"pred": "b", "count": 2}, {"pred": "a", "count": 2}]}
     (tmp_path / "p.json").write_text(json.dumps({"1": {"2": entry}}), encoding="utf-8")
     convert_reference_generations([tmp_path / "p.json"], tmp_path / "out.jsonl")
-    assert paper.read_raw_samples(tmp_path / "out.jsonl") == {(1, 2): ["b", "b", "a", "a"]}
+    assert paper.read_raw_samples(tmp_path / "out.jsonl") == [((1, 2), ["b", "b", "a", "a"])]
+
+
+def test_paper_visits_the_release_in_file_order_and_drops_its_last_entry(tmp_path: Path) -> None:
+    """The authors' loop: every released entry once, a repeated position twice, the file's last entry unscored."""
+    data = [
+        ["ctx", {"text_id": "1", "word_num": "3"}, [], ["x"] * 4],
+        ["ctx", {"text_id": "1", "word_num": "2"}, [], ["a"] * 4],
+        ["ctx", {"text_id": "1", "word_num": "3"}, [], ["c"] * 4],
+        ["ctx", {"text_id": "1", "word_num": "2"}, [], ["b"] * 4],
+    ]
+    (tmp_path / "in.json").write_text(json.dumps(data), encoding="utf-8")
+    convert_released_lists(tmp_path / "in.json", tmp_path / "out.jsonl")
+    visits = paper.read_raw_samples(tmp_path / "out.jsonl")
+    assert visits == [((1, 3), ["x"] * 4), ((1, 2), ["a"] * 4), ((1, 3), ["c"] * 4), ((1, 2), ["b"] * 4)]
+    human = {(1, 2): ["a"] * 22, (1, 3): ["c"] * 22}
+    corpus = {(1, 2): "a", (1, 3): "c"}
+    col = paper.model_column("m", visits, human, corpus)
+    # Three visits scored (x against c: TVD 1; a and c: TVD 0); b, the file's last entry, is not.
+    assert col.n_positions == 3 and col.expected_tvd_human == pytest.approx(1 / 3)
+    # Merged and sorted instead, 1-3 would be dropped and 1-2 scored once on a and b: another column.
+    merged = paper.model_column("m", [((1, 2), ["a"] * 4 + ["b"] * 4), ((1, 3), ["x"] * 4 + ["c"] * 4)], human, corpus)
+    assert merged.n_positions == 1 and merged.expected_tvd_human == pytest.approx(0.5)
+
+
+def test_read_raw_samples_checks_the_released_key(tmp_path: Path) -> None:
+    rows = [
+        {"text_id": 1, "word_num": 2, "samples": ["a"], "released": [{"entry": 0, "words": ["a"]}]},
+        {"text_id": 1, "word_num": 3, "samples": ["b"]},
+    ]
+    (tmp_path / "some.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2: 'released' is on some records only"):
+        paper.read_raw_samples(tmp_path / "some.jsonl")
+    rows[1]["released"] = [{"entry": 0, "words": ["b"]}]
+    (tmp_path / "twice.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: released entry 0 is also given at position \(1, 2\)"):
+        paper.read_raw_samples(tmp_path / "twice.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +144,8 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     }
     print(f"\nconverted released samples: {reports}")
     assert reports["bloom"]["repeated_positions"] == 13 and reports["chatgpt"]["repeated_positions"] == 14
+    assert (reports["bloom"]["entries"], reports["bloom"]["positions"]) == (670, 657)
+    assert (reports["chatgpt"]["entries"], reports["chatgpt"]["positions"]) == (501, 487)
     human, corpus = paper.human_lists(positions)
     cols = [*paper.human_and_oracle_columns(human, corpus)]
     for name, path in files.items():
@@ -109,6 +157,28 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         name: {"expected_tvd": expected_tvd(read_samples(p), counts, missing="drop")} for name, p in files.items()
     }
     return {"cols": {c.system: c for c in cols}, "table": paper.reproduction_table(cols, corrected)}
+
+
+def test_paper_protocol_scores_the_authors_positions(real: dict[str, object]) -> None:
+    """The authors' loops: every released entry but the file's last (the paper's counts), GPT-2 all but one."""
+    cols: dict[str, paper.PaperColumn] = real["cols"]  # type: ignore[assignment]
+    scored = {name: cols[name].n_positions for name in ("gpt2-t0.5", "bloom", "chatgpt", "chatgpt-d")}
+    assert scored == {"gpt2-t0.5": 2686, **paper.PRINTED_CONTEXTS}
+    assert paper.PRINTED_CONTEXTS == {"bloom": 669, "chatgpt": 500, "chatgpt-d": 500}
+
+
+@pytest.mark.parametrize("system", ["gpt2-t0.5", "bloom", "chatgpt", "chatgpt-d"])
+def test_paper_protocol_rounds_to_the_printed_digits(real: dict[str, object], system: str) -> None:
+    """Each printed cell of the released columns, rounded to two digits, except the cells the ledger explains."""
+    col: paper.PaperColumn = real["cols"][system]  # type: ignore[index]
+    for metric in METRICS:
+        want = paper.PRINTED_TABLE1[system][metric]
+        got = col.expected_tvd_human if metric == "expected_tvd" else getattr(col, metric)
+        if (system, metric) in paper.UNMATCHED_CELLS:
+            assert got == pytest.approx(0.0739, abs=5e-5) and want == 0.08  # one tied mode away (see the note)
+            continue
+        assert f"{got:.2f}" == f"{want:.2f}", f"{system} {metric}: ours {got:.4f}, printed {want}"
+    assert set(paper.UNMATCHED_CELLS) == {("chatgpt-d", "ece_human_majority")}
 
 
 @pytest.mark.parametrize("system", ["human", "oracle", "gpt2-t0.5", "bloom", "chatgpt", "chatgpt-d"])
@@ -136,7 +206,13 @@ def test_reproduction_table_expected_tvd_under_both_protocols(real: dict[str, ob
     assert len(tvd) == 4
     assert np.allclose(tvd["paper"], tvd["printed"], atol=0.01)
     assert np.allclose(tvd["corrected"], tvd["printed"], atol=0.01)
-    assert (table["difference"] != "").all() and table["printed"].notna().all()
+    cells = table[table["metric"] != "n_positions"]
+    assert (table["difference"] != "").all() and cells["printed"].notna().all()
+    # The positions row: the paper's stated contexts, scored under paper; its note names both position rules.
+    n = table[table["metric"] == "n_positions"].set_index("system")
+    assert n.loc[["bloom", "chatgpt", "chatgpt-d"], "paper"].tolist() == [669, 500, 500]
+    assert n.loc[["bloom", "chatgpt", "chatgpt-d"], "printed"].tolist() == [669, 500, 500]
+    assert np.isnan(n.loc["gpt2-t0.5", "printed"]) and "released_entries" in n.loc["bloom", "difference"]
 
 
 class _Named(list):  # type: ignore[type-arg]
@@ -226,7 +302,7 @@ def test_tables_write_the_reproduction_ledger_and_table1_follows_the_protocol(tm
     assert printed[("gpt2-t0.5", "ece_corpus_word")] == 0.35 and printed[("oracle", "expected_tvd")] == 0.42
     # Table 1 shows the protocol's values: the ledger's paper column under paper, its corrected column otherwise.
     labels = {"ece_corpus_word": "ECE (corpus word)", "ece_human_majority": "ECE (human majority)"}
-    labels.update(ece_oracle_majority="ECE (oracle majority)")
+    labels.update(ece_oracle_majority="ECE (oracle majority)", n_positions="positions")
     for (system, metric), row in ledger.set_index(["system", "metric"]).iterrows():
         if metric == "expected_tvd":
             label = "expected TVD (target half)" if system == "oracle" else "expected TVD (all responses)"

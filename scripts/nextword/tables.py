@@ -1,7 +1,7 @@
 """Write tables 1-4 and the reproduction ledger (CSV, Markdown, LaTeX).
 
 Table 1 shows the chosen protocol's values (``paper``: the authors' calculations
-on the norms and each system's samples in file order; ``corrected``: ours);
+on the norms and each system's samples in their loop's order; ``corrected``: ours);
 ``reproduction`` shows both per cell, with the printed value and the named
 difference. Then the biased estimator, ARD coefficients and the token level.
 """

@@ -44,7 +44,8 @@ one object per cloze position::
 * A position appears at most once. Positions may be missing (a model run on a
   subset of contexts); they are then not evaluated for that model.
 * Other keys (``"context"``, ``"model"``, ...) are ignored; blank lines are
-  skipped.
+  skipped. (``"released"``, written by :func:`convert_released_lists`, is
+  read by ``protocol: paper`` only, to loop over the release as the authors do.)
 
 :func:`write_samples` writes this format from a counts table.
 """
@@ -585,6 +586,13 @@ def convert_released_lists(
     counts for the log: ``positions``, ``entries``, ``repeated_positions``,
     ``failures_dropped``, ``not_one_word_dropped``, ``samples``.
 
+    Each record also keeps the release as the authors' notebooks loop over it,
+    since ``protocol: paper`` must score their positions, not ours:
+    ``"released": [{"entry": i, "words": [...]}, ...]``, one item per entry of
+    the file at that position (``i``: its 0-based index in the file; ``words``:
+    the words exactly as released, marker included). Readers of samples ignore
+    the key; :func:`unsure.nextword.paper.read_raw_samples` reads it.
+
     Raises:
         ValueError: naming the file and entry of a malformed entry.
     """
@@ -592,6 +600,7 @@ def convert_released_lists(
     if not isinstance(data, list):
         raise ValueError(f"{file}: expected a JSON list of entries, got {type(data).__name__}")
     merged: dict[tuple[int, int], list[str]] = {}
+    released: dict[tuple[int, int], list[dict[str, Any]]] = {}
     repeated = 0
     dropped = {"failures_dropped": 0, "not_one_word_dropped": 0}
     for i, entry in enumerate(data):
@@ -612,8 +621,12 @@ def convert_released_lists(
         if pos in merged:
             repeated += 1
         merged.setdefault(pos, []).extend(_kept_words(words, dropped))
+        released.setdefault(pos, []).append({"entry": i, "words": list(words)})
     lines = [
-        json.dumps({"text_id": tid, "word_num": num, "samples": samples}, ensure_ascii=False)
+        json.dumps(
+            {"text_id": tid, "word_num": num, "samples": samples, "released": released[(tid, num)]},
+            ensure_ascii=False,
+        )
         for (tid, num), samples in sorted(merged.items())
     ]
     write_text(out, "".join(line + "\n" for line in lines))

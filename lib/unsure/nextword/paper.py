@@ -20,13 +20,22 @@ ways, each reproduced here and each named in ``tables/reproduction``:
   is the rest in the human list's own order, which puts the most frequent
   response first, so its argmax ties go to the majority word.
 * ``last_position_dropped``: the loops run over ``range(len(samples) - 1)``,
-  so the last position is never scored.
+  so the last position they visit is never scored.
+* ``released_entries``: the BLOOM and ChatGPT notebooks visit the released
+  ``processed_*.json`` entry by entry, in the file's (random) order: a
+  position the file gives twice is scored twice, each time with that entry's
+  own samples, and the entry dropped is the file's last (BLOOM 14-23, ChatGPT
+  50-23), so 669 and 500 positions are scored, the counts the paper states.
+  ``corrected`` scores each position once with all its samples merged and
+  drops none (657 and 487 positions). The GPT-2 notebooks visit positions in
+  passage order, so there the last position of the last passage is dropped.
 * ``human_oracle_copy``: the printed Human × Oracle-majority cell (0.19) is
   the value of GPT-2's column left in the notebook's kernel
   (``ece_gpt2_oracle_maj``); :func:`paper_columns` computes the intended value.
 
 All inputs are plain ordered lists: a position's human responses expanded in
-the norms' order, its raw corpus word, and its raw model samples in order.
+the norms' order, its raw corpus word, and a system's visits (position, raw
+samples in order) in the order the authors' loop makes them.
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ ORACLE_SIZE = 20
 N_SPLITS = 20
 
 Position = tuple[int, int]
+Visit = tuple[Position, list[str]]
+"""One step of the authors' loop over a system's samples: a position and the raw words scored there."""
 
 
 def estimator(words: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -121,27 +132,31 @@ def _scored(order: Sequence[Position]) -> list[Position]:
 
 def model_column(
     system: str,
-    samples: Mapping[Position, Sequence[str]],
+    visits: Sequence[tuple[Position, Sequence[str]]],
     human: Mapping[Position, Sequence[str]],
     corpus: Mapping[Position, str],
     *,
     trimmed_human: bool = False,
     n_bins: int = 10,
 ) -> PaperColumn:
-    """A model column as the authors' model notebooks compute it, over the positions ``samples`` covers (sorted).
+    """A model column as the authors' model notebooks compute it, over ``visits`` in their loop's order.
 
-    A scored position whose samples hold no word (only the failure marker or
-    empty strings) is skipped; ``n_positions`` counts the positions scored.
+    ``visits`` (:func:`read_raw_samples`) may hold a position twice, as the
+    released lists do; each visit is scored on its own samples and, as in
+    the authors' ``range(len(samples) - 1)``, the last visit is not scored
+    (``last_position_dropped``). A scored visit whose samples hold no word
+    (only the failure marker or empty strings) is skipped; ``n_positions``
+    counts the visits scored.
 
     ``trimmed_human``: the human lists were already cut to even length by an
     earlier loop in the same kernel (ChatGPT's second and third loops).
     """
-    order = _scored(sorted(samples))
+    order = list(visits)[:-1]  # range(len(samples) - 1)
     corpus_items, human_items, tvds = [], [], []
     oracle_items: list[list[tuple[float, int]]] = [[] for _ in range(N_SPLITS)]
     n_scored = 0
-    for pos in order:
-        mw, mp = estimator(samples[pos])
+    for pos, words in order:
+        mw, mp = estimator(words)
         if not mw:  # no complete word at this position: the authors' code has nothing to score (it would fail)
             continue
         n_scored += 1
@@ -239,32 +254,72 @@ def human_lists(positions: pd.DataFrame) -> tuple[dict[Position, list[str]], dic
     return lists, corpus
 
 
-def read_raw_samples(path: str | os.PathLike[str]) -> dict[Position, list[str]]:
-    """A pre-collected samples file's raw words per position, in file order (``counts`` expanded in key order).
+def _released_words(item: object, where: str) -> tuple[int, list[str]]:
+    """One ``released`` item of a converted file: (its entry index in the release, its words as released)."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: each 'released' item must be an object {{entry, words}}")
+    entry, words = item.get("entry"), item.get("words")
+    if isinstance(entry, bool) or not isinstance(entry, int) or entry < 0:
+        raise ValueError(f"{where}: 'released' entry must be a non-negative integer, got {entry!r}")
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise ValueError(f"{where}: 'released' words must be a list of strings")
+    return entry, list(words)
+
+
+def read_raw_samples(path: str | os.PathLike[str]) -> list[Visit]:
+    """A samples file as the authors' loop visits it: (position, raw words in order), in their loop's order.
+
+    A file converted from the released BLOOM / ChatGPT lists
+    (:func:`unsure.nextword.data.convert_released_lists`: every record has
+    ``released``) gives one visit per released entry, in the release's order,
+    with the words as released (``released_entries``): a position given twice
+    is visited twice. Any other file gives one visit per position, sorted by
+    position (the authors' GPT-2 notebooks read the passages in order), with
+    its ``samples`` or its ``counts`` expanded in key order.
 
     The file is first validated by :func:`unsure.nextword.data.read_samples`
-    (so a malformed line or a repeated position is an error naming file and line).
+    (so a malformed line or a repeated position is an error naming file and
+    line); so is ``released``, which every record has or none, and whose
+    entry indices are distinct.
     """
     from unsure.nextword.data import read_samples
 
     read_samples(path)
-    out: dict[Position, list[str]] = {}
+    merged: dict[Position, list[str]] = {}
+    released: dict[int, Visit] = {}
+    with_released: list[bool] = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
+            where = f"{path}, line {line_no}"
             record = json.loads(line)
             pos = (int(record["text_id"]), int(record["word_num"]))
             if "samples" in record:
-                out[pos] = list(record["samples"])
+                merged[pos] = list(record["samples"])
             else:
-                out[pos] = [w for w, c in record["counts"].items() for _ in range(int(c))]
-    return out
+                merged[pos] = [w for w, c in record["counts"].items() for _ in range(int(c))]
+            with_released.append("released" in record)
+            if with_released[-1] != with_released[0]:
+                raise ValueError(f"{where}: 'released' is on some records only; convert the release again")
+            if not with_released[-1]:
+                continue
+            items = record["released"]
+            if not isinstance(items, list) or not items:
+                raise ValueError(f"{where}: 'released' must be a non-empty list of {{entry, words}}")
+            for item in items:
+                entry, words = _released_words(item, where)
+                if entry in released:
+                    raise ValueError(f"{where}: released entry {entry} is also given at position {released[entry][0]}")
+                released[entry] = (pos, words)
+    if with_released and with_released[0]:
+        return [released[entry] for entry in sorted(released)]
+    return sorted(merged.items())
 
 
 def paper_columns(
     positions: pd.DataFrame,
-    samples: Mapping[str, Mapping[Position, Sequence[str]]],
+    samples: Mapping[str, Sequence[tuple[Position, Sequence[str]]]],
     *,
     paper_names: Mapping[str, str] | None = None,
     n_bins: int = 10,
@@ -272,11 +327,12 @@ def paper_columns(
     """Every Table 1 column under ``protocol: paper``: each system's, then Human and Oracle.
 
     ``positions`` is a positions table with ``responses`` (:func:`read_norms`,
-    already cut to the studied passages); ``samples`` maps a system to its raw
-    samples (:func:`read_raw_samples`), of which positions of other passages
-    are left out. ``paper_names`` (default :data:`PAPER_NAMES`) maps a system
-    to its Table 1 column: the ChatGPT-D column is computed on human lists
-    already trimmed to even length, as in the authors' kernel. The Human
+    already cut to the studied passages); ``samples`` maps a system to its
+    visits (:func:`read_raw_samples`), of which those at positions of other
+    passages are left out before the last is dropped. ``paper_names``
+    (default :data:`PAPER_NAMES`) maps a system to its Table 1 column: the
+    ChatGPT-D column is computed on human lists already trimmed to even
+    length, as in the authors' kernel. The Human
     column's oracle-majority cell is the intended value (the human MLE against
     the oracle majority), not the printed copy of GPT-2's (``human_oracle_copy``).
 
@@ -298,8 +354,8 @@ def paper_columns(
     passages = {tid for tid, _ in human}
     cols = []
     for name, raw in samples.items():
-        here = {pos: words for pos, words in raw.items() if pos[0] in passages}
-        unknown = sorted(set(here) - set(human))
+        here = [(pos, words) for pos, words in raw if pos[0] in passages]
+        unknown = sorted({pos for pos, _ in here} - set(human))
         if unknown:
             tid, num = unknown[0]
             raise ValueError(f"{name}: samples at position (text_id={tid}, word_num={num}), which the norms lack")
@@ -314,11 +370,13 @@ def corrected_values(metrics: pd.DataFrame) -> dict[str, dict[str, float]]:
 
     ``expected_tvd`` is the system's expected TVD to all responses, and for
     the oracle its expected TVD to the disjoint target half (the quantity the
-    paper prints in the oracle column).
+    paper prints in the oracle column). ``n_positions``, where the rows have
+    it, is the positions scored: each position once, none dropped.
     """
     mean = metrics.groupby("estimator", sort=False)[
         ["ece_corpus_word", "ece_human_majority", "ece_oracle_majority", "expected_tvd_human", "expected_tvd_target"]
     ].mean()
+    positions = metrics.groupby("estimator", sort=False)["n_positions"].max() if "n_positions" in metrics else None
     out: dict[str, dict[str, float]] = {}
     for system, row in mean.iterrows():
         tvd_column = "expected_tvd_target" if system == "oracle" else "expected_tvd_human"
@@ -328,6 +386,8 @@ def corrected_values(metrics: pd.DataFrame) -> dict[str, dict[str, float]]:
             "ece_oracle_majority": float(row["ece_oracle_majority"]),
             "expected_tvd": float(row[tvd_column]),
         }
+        if positions is not None:
+            out[str(system)]["n_positions"] = float(positions[system])
     return out
 
 
@@ -372,6 +432,9 @@ PRINTED_TABLE1: dict[str, dict[str, float | None]] = {
 }
 """Table 1 as printed (rows: column of the paper; keys: target row)."""
 
+PRINTED_CONTEXTS: dict[str, int] = {"bloom": 669, "chatgpt": 500, "chatgpt-d": 500}
+"""Contexts each column scores, as the paper's Section 4 states them ("a random subset of 669 Provo contexts")."""
+
 COPY_PASTE_CELLS: dict[tuple[str, str], str] = {
     ("human", "ece_oracle_majority"): (
         "printed 0.19 is GPT-2's value left in the oracle notebook's kernel (ece_gpt2_oracle_maj); "
@@ -379,22 +442,43 @@ COPY_PASTE_CELLS: dict[tuple[str, str], str] = {
     ),
 }
 
+UNMATCHED_CELLS: dict[tuple[str, str], str] = {
+    ("chatgpt-d", "ece_human_majority"): (
+        "0.0739 rounds to 0.07, printed 0.08: the notebook's stored outputs for this column, 0.0759 here and "
+        "0.0968 for the corpus word (ours 0.0988), are both ours to every digit if the mode at position 33-36 is "
+        "'when'; the released samples tie 'against' and 'when' (11 of 40 each) with 'against' first, and the "
+        "authors' first-in-list ties pick 'against'"
+    ),
+}
+"""Printed cells the authors' code on the released inputs does not round to, and why (the ledger's note)."""
+
+_POSITIONS = (
+    "released_entries (paper: the released BLOOM/ChatGPT lists looped entry by entry in file order, a position "
+    "given twice scored twice with each entry's own samples; corrected: each position once, its samples merged); "
+    "last_position_dropped (paper: the loop's last visit, for the released lists the file's last entry, is not "
+    "scored; corrected: every position)"
+)
+
 DIFFERENCES: dict[str, str] = {
     "ece_corpus_word": (
         "ece_one_in_no_bin (confidence 1.0 in no bin); raw_corpus_word (corpus word as displayed, "
-        "'There', 'nationwide.'); first_in_list_ties"
+        "'There', 'nationwide.'); first_in_list_ties; released_entries; last_position_dropped"
     ),
-    "ece_human_majority": "ece_one_in_no_bin; first_in_list_ties (mode and majority: first word in list order)",
+    "ece_human_majority": (
+        "ece_one_in_no_bin; first_in_list_ties (mode and majority: first word in list order); released_entries; "
+        "last_position_dropped"
+    ),
     "ece_oracle_majority": (
         "ece_one_in_no_bin; first_in_list_ties; oracle_split (20 random responses vs the rest, random.seed(k) "
-        "per position; ours: random halves over the configured seeds)"
+        "per position; ours: random halves over the configured seeds); released_entries; last_position_dropped"
     ),
     "expected_tvd": (
-        "normalisation (lower-case only vs our normalize_word); last_position_dropped; for the oracle: "
-        "oracle_split (one seed, 20 vs the rest; ours: halves over seeds)"
+        "normalisation (lower-case only vs our normalize_word); released_entries; last_position_dropped; for the "
+        "oracle: oracle_split (one seed, 20 vs the rest; ours: halves over seeds)"
     ),
+    "n_positions": _POSITIONS,
 }
-"""The named differences behind each row's gap between the two protocols."""
+"""The named differences behind each row's gap between the two protocols (``n_positions``: positions scored)."""
 
 REPRODUCTION_COLUMNS = ("system", "paper_column", "metric", "printed", "paper", "corrected", "difference", "note")
 
@@ -408,6 +492,9 @@ def reproduction_table(
 ) -> pd.DataFrame:
     """One row per Table 1 cell a system can produce: printed, ours under ``paper``, under ``corrected``.
 
+    Each system's last row, ``n_positions``, is the positions each protocol
+    scores (printed: the paper's count of contexts, :data:`PRINTED_CONTEXTS`),
+    so that the effect of their position rules is in the ledger.
     ``corrected`` maps a system to its corrected metrics (keys as in
     :data:`DIFFERENCES`); ``paper_names`` maps our system names to Table 1's
     column keys (:data:`PRINTED_TABLE1`), where they differ. ``printed=False``
@@ -424,16 +511,18 @@ def reproduction_table(
             value = col.expected_tvd_human if metric == "expected_tvd" else getattr(col, metric)
             if metric == "expected_tvd" and col.system == "human":
                 continue
+            cell = PRINTED_CONTEXTS.get(key) if metric == "n_positions" else cells.get(metric)
+            note = COPY_PASTE_CELLS.get((key, metric)) or UNMATCHED_CELLS.get((key, metric), "")
             rows.append(
                 (
                     col.system,
                     key if key in PRINTED_TABLE1 else "",
                     metric,
-                    cells.get(metric) if printed else None,
+                    cell if printed else None,
                     value,
                     ours.get(metric, float("nan")),
                     DIFFERENCES[metric],
-                    COPY_PASTE_CELLS.get((key, metric), "") if printed else "",
+                    note if printed else "",
                 )
             )
     return pd.DataFrame(rows, columns=list(REPRODUCTION_COLUMNS))

@@ -171,7 +171,9 @@ def protocol_tables(
     ``sample_files`` maps each system (Table 1's order) to its samples file;
     ``metrics`` are :func:`evaluate_systems`' rows (the ``corrected`` values).
     The ``paper`` values are computed from the norms (cut to ``passages``) and
-    each file's raw samples in file order. ``protocol`` picks which Table 1
+    each file's raw samples in the authors' loop order
+    (:func:`unsure.nextword.paper.read_raw_samples`: a released list entry by
+    entry, as released, otherwise by position). ``protocol`` picks which Table 1
     shows: ``paper`` (:func:`paper_table1`) or ``corrected`` (:func:`table1`).
     ``printed=False`` (generated norms) leaves the ledger's printed values empty.
     """
