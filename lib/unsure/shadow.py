@@ -11,9 +11,17 @@ only in the run's environment), takes generated data (or the real local files th
 pipeline can read) and shrinks sizes and shards. Every study, model entry, prompting mode
 and table and figure of the paper config is kept.
 
+Where those tokenizer folders are absent (a clone without ``../shared`` beside it),
+:func:`provide_tokenizers` fetches each family's tokenizer files and ``config.json``, no
+weights, from the Hugging Face hub (:func:`fetch_tokenizer`) into
+``resources/tokenizers/<folder>`` (:data:`TOKENIZER_CACHE`; reused without network by
+every later shadow run), or takes them from a folder the user names (``--tokenizers DIR``,
+offline), and points the merged config at them.
+
 :func:`run` writes the merged config into its own working directory (default
-``.shadow/paper``), never into the repository's ``results/`` or ``resources/``, builds the
-served model, starts the server and runs ``snakemake all`` there with ``--directory``.
+``.shadow/paper``), never into the repository's ``results/`` or ``resources/`` (but for
+the tokenizer files it fetches), builds the served model, starts the server and runs
+``snakemake all`` there with ``--directory``.
 
 The CI variant (``--ci``) additionally folds together the model entries that differ only
 in size (:func:`fold_models`): one entry per distinct (family, tokenizer, instruct,
@@ -22,7 +30,8 @@ to a folded entry points at the one kept. It also generates the ACS records of a
 states (:data:`CI_STATES`) rather than all 51, each with as many rows as all of them had
 together (:func:`fold_states`): one generator job per state is all a state changes.
 
-    python -m unsure.shadow [--ci] [--cores N] [--workdir DIR] [--port P] [-n] [snakemake options]
+    python -m unsure.shadow [--ci] [--cores N] [--workdir DIR] [--port P] [--tokenizers DIR] [-n]
+                            [snakemake options]
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import os
 import re
 import resource
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +55,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 
 from unsure.config import ZOO_DIR, ConfigError, deep_merge, parse_config
 
@@ -112,20 +130,24 @@ def _local_paths(cfg: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
         yield files, name
 
 
-def merged_config(repo: Path = REPO, *, override: str | Path | None = None) -> dict[str, Any]:
-    """``config/config.yaml`` with the override merged over it, local input paths made absolute.
+def merged_config(
+    repo: Path = REPO, *, override: str | Path | None = None, tokenizers: str | Path | None = None
+) -> dict[str, Any]:
+    """``config/config.yaml`` with the override merged over it, local input paths made absolute,
+    and absent tokenizer folders provided (:func:`provide_tokenizers`; ``tokenizers``: the
+    user's folder of them) before the other local inputs are checked, so that a clone without
+    ``../shared`` gets its tokenizers whatever else it lacks.
 
     Raises:
-        ShadowError: a local input the override names does not exist.
+        ShadowError: a local input the override names does not exist, or a tokenizer cannot be had.
     """
-    cfg = deep_merge(read_yaml(repo / PAPER), read_yaml(override or repo / OVERRIDE))
-    missing = []
+    paper = read_yaml(repo / PAPER)
+    cfg = deep_merge(paper, read_yaml(override or repo / OVERRIDE))
     for mapping, key in _local_paths(cfg):
         path = Path(mapping[key])
-        path = path if path.is_absolute() else (repo / path).resolve()
-        mapping[key] = str(path)
-        if not path.exists():
-            missing.append(str(path))
+        mapping[key] = str(path if path.is_absolute() else (repo / path).resolve())
+    provide_tokenizers(cfg, paper, repo=repo, folder=tokenizers)
+    missing = [mapping[key] for mapping, key in _local_paths(cfg) if not Path(mapping[key]).exists()]
     if missing:
         raise ShadowError(
             "the shadow config names local inputs that do not exist: "
@@ -134,6 +156,209 @@ def merged_config(repo: Path = REPO, *, override: str | Path | None = None) -> d
             "point the override's paths at your copies)"
         )
     return cfg
+
+
+# --------------------------------------------------------------------------- tokenizers
+
+
+TOKENIZER_CACHE = Path("resources/tokenizers")
+"""Where the families' tokenizer files fetched from the hub go (relative to the repository):
+one folder per tokenizer folder name of the override, shared by every shadow variant and
+working directory, so that a later run, offline too, reuses them."""
+
+HUB_TOKENIZERS: dict[str, str] = {
+    # gemma-2b-it's own files (../shared pairs its config and template with Gemma-2's
+    # tokenizer.json, the same 256k vocabulary, as gemma-2b-it's was not to be had there)
+    "gemma-it-hybrid": "google/gemma-2b-it",
+    # the paper's roberta-large has roberta-base's vocabulary
+    "roberta-base": "FacebookAI/roberta-base",
+}
+"""The hub repo of each tokenizer folder of the override that is not named after a paper
+``models:`` entry; one that is (``gpt2``, ``llama-2-7b``, ``mistral-7b-instruct``, ...) is that
+entry's ``id`` at its ``revision`` (:func:`hub_source`), the model the paper run loads."""
+
+HUB_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "generation_config.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+"""The files fetched of a family's hub repo (those it has; top level only, never weights): what
+the zoo builds a family's model from (``config.json``'s architecture, ``zoo.TOKENIZER_FILES``)
+and the chat template files :func:`combination` reads."""
+
+FETCHED = "fetched.json"
+"""Written last into a fetched folder (repo id, revision, files): a folder that has it is
+complete and is reused without the hub."""
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where a tokenizer folder's files come from on the hub."""
+
+    repo_id: str
+    revision: str | None = None
+
+
+def hub_source(folder: str, paper: Mapping[str, Any]) -> HubSource | None:
+    """The hub repo of tokenizer folder ``folder`` (its name in the override): the paper
+    config's ``models:`` entry of that name, else :data:`HUB_TOKENIZERS`; ``None``: unknown."""
+    entry = (paper.get("models") or {}).get(folder)
+    if isinstance(entry, Mapping) and entry.get("id") and entry.get("backend", "hf") == "hf":
+        revision = entry.get("revision")
+        return HubSource(str(entry["id"]), str(revision) if revision is not None else None)
+    if folder in HUB_TOKENIZERS:
+        return HubSource(HUB_TOKENIZERS[folder])
+    return None
+
+
+def _shown(path: Path, repo: Path) -> str:
+    return str(path.relative_to(repo)) if path.is_relative_to(repo) else str(path)
+
+
+def provide_tokenizers(
+    cfg: dict[str, Any], paper: Mapping[str, Any], *, repo: Path = REPO, folder: str | Path | None = None
+) -> None:
+    """Point every zoo entry of ``cfg`` (absolute paths) at its tokenizer files: with ``folder``
+    (``--tokenizers``), that folder's subfolder of the same name, for every entry (offline);
+    else the override's folder where it exists (``../shared``: CI), else the files fetched
+    from the hub into :data:`TOKENIZER_CACHE` (:func:`fetch_tokenizer`).
+
+    Raises:
+        ShadowError: ``folder`` lacks one, no hub repo is known for one, or the hub fails.
+    """
+    specs = [s for s in ((cfg.get("zoo") or {}).get("models") or {}).values() if s.get("tokenizer")]
+    names = sorted({Path(s["tokenizer"]).name for s in specs})
+    if folder is not None:
+        root = Path(folder).resolve()
+        lacking = [n for n in names if not (root / n).is_dir()]
+        if lacking:
+            raise ShadowError(
+                f"--tokenizers {root}: no folder {', '.join(lacking)} in it (it is laid out like "
+                f"../shared/data/tokenizers: one folder per tokenizer, named as in {OVERRIDE}, holding "
+                f"the files {', '.join(HUB_FILES)} that the model's hub repo has)"
+            )
+        for spec in specs:
+            spec["tokenizer"] = str(root / Path(spec["tokenizer"]).name)
+        return
+    absent = sorted({Path(s["tokenizer"]).name for s in specs if not Path(s["tokenizer"]).exists()})
+    if not absent:
+        return
+    sources = {name: hub_source(name, paper) for name in absent}
+    unknown = [name for name, source in sources.items() if source is None]
+    if unknown:
+        raise ShadowError(
+            f"no tokenizer folder {', '.join(unknown)} ({OVERRIDE}'s zoo: entries) and no hub repo known for "
+            f"it (a paper models: entry of that name, or unsure.shadow.HUB_TOKENIZERS): pass --tokenizers DIR"
+        )
+    cache = repo / TOKENIZER_CACHE
+    wanted = sorted({str(Path(s["tokenizer"]).parent) for s in specs if Path(s["tokenizer"]).name in absent})
+    print(
+        f"shadow: no tokenizer folder {', '.join(absent)} in {', '.join(wanted)}: their tokenizer files and "
+        f"config.json (no weights) from the Hugging Face hub, in {_shown(cache, repo)}/ "
+        "(or pass --tokenizers DIR, a folder of your own)",
+        flush=True,
+    )
+    fetched = {}
+    for name, source in sources.items():
+        assert source is not None
+        dest = cache / name
+        if is_fetched(dest, source):
+            print(f"shadow:   {name}: {_shown(dest, repo)}, fetched before from {source.repo_id}", flush=True)
+        else:
+            print(f"shadow:   {name}: https://huggingface.co/{source.repo_id} -> {_shown(dest, repo)}", flush=True)
+            fetch_tokenizer(name, source, cache)
+            files = sorted(p.name for p in dest.iterdir() if p.is_file() and p.name != FETCHED)
+            print(f"shadow:   {name}: {', '.join(files)}", flush=True)
+        fetched[name] = dest
+    for spec in specs:
+        name = Path(spec["tokenizer"]).name
+        if name in fetched:
+            spec["tokenizer"] = str(fetched[name])
+
+
+def is_fetched(folder: Path, source: HubSource) -> bool:
+    """Whether ``folder`` holds a completed fetch of ``source`` (its :data:`FETCHED` record)."""
+    try:
+        recorded = json.loads((folder / FETCHED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(recorded, dict) and (recorded.get("repo_id"), recorded.get("revision")) == (
+        source.repo_id,
+        source.revision,
+    )
+
+
+def fetch_tokenizer(name: str, source: HubSource, cache: Path) -> Path:
+    """``cache/name``: :data:`HUB_FILES` of ``source``'s hub repo, downloaded with the user's
+    token (``HF_TOKEN`` or ``hf auth login``'s, which ``huggingface_hub`` reads), unless an
+    earlier fetch of the same repo and revision completed there (then no network at all).
+
+    The files are downloaded into ``cache/name.part`` (which a later fetch resumes) and
+    moved into place once complete.
+
+    Raises:
+        ShadowError: the hub refuses or cannot be reached; the message names the repo and the fix.
+    """
+    dest = cache / name
+    if is_fetched(dest, source):
+        return dest
+    if dest.exists() and not (dest / FETCHED).is_file():
+        raise ShadowError(
+            f"{dest} holds no {FETCHED}, so the shadow did not fetch it and will not replace it: move it away, "
+            f"or pass --tokenizers {cache} to use it as it is"
+        )
+    part = cache / f"{name}.part"
+    try:
+        snapshot_download(source.repo_id, revision=source.revision, local_dir=part, allow_patterns=list(HUB_FILES))
+    except Exception as err:  # the hub's errors, its HTTP client's (which differs by version), a malformed id
+        raise ShadowError(hub_failure(name, source, err)) from None
+    files = sorted(p.name for p in part.iterdir() if p.is_file()) if part.is_dir() else []
+    if not {"tokenizer.json", "tokenizer.model", "vocab.json"} & set(files):
+        raise ShadowError(
+            f"https://huggingface.co/{source.repo_id} has no tokenizer files at its top level "
+            f"({', '.join(files) or 'none of ' + ', '.join(HUB_FILES)}): name another repo for {name} "
+            "in unsure.shadow.HUB_TOKENIZERS, or pass --tokenizers DIR"
+        )
+    record = {"repo_id": source.repo_id, "revision": source.revision, "files": files}
+    (part / FETCHED).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    if dest.exists():  # an earlier fetch of another repo or revision (checked above)
+        shutil.rmtree(dest)
+    part.rename(dest)
+    return dest
+
+
+def hub_failure(name: str, source: HubSource, err: BaseException) -> str:
+    """What a failed fetch of ``source`` (tokenizer folder ``name``) says: the repo, the reason
+    and the fix, rather than ``huggingface_hub``'s traceback."""
+    url = f"https://huggingface.co/{source.repo_id}"
+    at = f" at revision {source.revision!r}" if source.revision else ""
+    login = "log in here with that account (`hf auth login`, or set HF_TOKEN to one of its tokens)"
+    status = err.response.status_code if isinstance(err, HfHubHTTPError) else None
+    if isinstance(err, GatedRepoError):
+        why = f"the model is gated: accept its licence at {url} while logged in there, then {login}"
+    elif isinstance(err, RevisionNotFoundError):
+        why = f"the repo has no revision {source.revision!r} (the paper config's models: entry names it)"
+    elif isinstance(err, RepositoryNotFoundError):
+        why = f"{url} does not exist or is private to another account; with access to it, {login}"
+    elif status in (401, 403):
+        why = f"the hub refused access ({status}): accept the model's licence at {url}, then {login}"
+    elif isinstance(err, LocalEntryNotFoundError):
+        why = "the hub cannot be reached (offline, or HF_HUB_OFFLINE is set): connect"
+    else:
+        why = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip(": ")
+    return (
+        f"cannot fetch the tokenizer files of {name} from the Hugging Face hub ({source.repo_id}{at}): {why}; "
+        f"or pass --tokenizers DIR, a folder laid out like ../shared/data/tokenizers (one folder per tokenizer, "
+        f"here {name}/, holding its model's tokenizer files and config.json)"
+    )
 
 
 # --------------------------------------------------------------------------- folding
@@ -243,10 +468,14 @@ def fold_states(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def shadow_config(
-    repo: Path = REPO, *, ci: bool = False, override: str | Path | None = None
+    repo: Path = REPO,
+    *,
+    ci: bool = False,
+    override: str | Path | None = None,
+    tokenizers: str | Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The shadow config (folded for CI when ``ci``), validated, and its folds."""
-    cfg = merged_config(repo, override=override)
+    cfg = merged_config(repo, override=override, tokenizers=tokenizers)
     folds: dict[str, str] = {}
     if ci:
         cfg, folds = fold_models(cfg)
@@ -394,14 +623,16 @@ def run(
     dry_run: bool = False,
     extra: list[str] | None = None,
     repo: Path = REPO,
+    tokenizers: str | Path | None = None,
 ) -> Outcome:
-    """Run the shadow of the paper config to its last table and figure (see the module)."""
+    """Run the shadow of the paper config to its last table and figure (see the module);
+    ``tokenizers``: the user's folder of the families' tokenizer folders (``--tokenizers``)."""
     import torch
 
     from unsure.engine.openai_server import Server
 
     start, cpu_start = time.monotonic(), _cpu_seconds()
-    cfg, folds = shadow_config(repo, ci=ci)
+    cfg, folds = shadow_config(repo, ci=ci, tokenizers=tokenizers)
     work = Path(workdir or repo / ".shadow" / ("ci" if ci else "paper")).resolve()
     for forbidden in ("results", "resources"):
         if work == (repo / forbidden).resolve() or (repo / forbidden).resolve() in work.parents:
@@ -473,13 +704,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=None, help="cores for snakemake (default: all)")
     parser.add_argument("--workdir", default=None, help="working directory (default .shadow/paper or .shadow/ci)")
     parser.add_argument("--port", type=int, default=None, help="loopback port of the API server (0: a free one)")
+    parser.add_argument(
+        "--tokenizers",
+        metavar="DIR",
+        default=None,
+        help="the families' tokenizer files from DIR, offline (laid out like ../shared/data/tokenizers: "
+        "one folder per tokenizer, named as in config/shadow.yaml); default: ../shared/data/tokenizers "
+        "where it exists, else fetched from the Hugging Face hub into resources/tokenizers",
+    )
     parser.add_argument("-n", "--dry-run", action="store_true", help="write the config and show the jobs only")
     args, extra = parser.parse_known_args(argv)
     # terminated (a CI timeout, scancel, kill): unwind, so that snakemake's group is stopped too
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         outcome = run(
-            ci=args.ci, cores=args.cores, workdir=args.workdir, port=args.port, dry_run=args.dry_run, extra=extra
+            ci=args.ci,
+            cores=args.cores,
+            workdir=args.workdir,
+            port=args.port,
+            dry_run=args.dry_run,
+            extra=extra,
+            tokenizers=args.tokenizers,
         )
     except ShadowError as err:
         print(f"shadow: {err}", file=sys.stderr)
