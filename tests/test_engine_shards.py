@@ -237,14 +237,16 @@ def test_discarded_chunks_name_what_changed(rows: Path, tmp_path: Path, caplog: 
         done.append(1)
         return pd.DataFrame({"row_id": chunk["row_id"].to_numpy(), "p": 0.5})
 
-    settings = {"model": {"id": "m", "dtype": "auto"}, "prompting": "numeric", "year": 2018}
+    settings = {"prompting": "numeric", "year": 2018}
     with pytest.raises(KeyboardInterrupt):
         run_shard(frame, score, out, shard=0, n_shards=1, chunk_rows=4, fingerprint=settings, model=entry)
     (weights / "model.safetensors").write_bytes(b"new weights")  # rebuilt at the same path
     done.clear()
-    changed = {"model": {"id": "m", "dtype": "bfloat16"}, "prompting": "multiple_choice", "year": 2018}
+    changed = {"prompting": "multiple_choice", "year": 2018}
+    # another dtype changes the numbers; another GPU count does not, and is not named
+    other = entry.model_copy(update={"dtype": "bfloat16", "gpus": 2})
     with caplog.at_level(logging.WARNING, logger="unsure.engine.shards"), pytest.raises(KeyboardInterrupt):
-        run_shard(frame, score, out, shard=0, n_shards=1, chunk_rows=4, fingerprint=changed, model=entry)
+        run_shard(frame, score, out, shard=0, n_shards=1, chunk_rows=4, fingerprint=changed, model=other)
     (message,) = [r.getMessage() for r in caplog.records if "discarding" in r.getMessage()]
     assert message.startswith(f"discarding checkpointed chunks in {out}.chunks: changed since they were made: ")
     changes = message.split("made: ", 1)[1]

@@ -75,6 +75,17 @@ def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path, d
     assert cache_line(checkout) == (140, 140), "nothing is scored again"
     assert out.read_bytes() == scored
 
+    # another GPU count changes no number on one device: the job reruns (its entry changed) and
+    # finds every row in the cache
+    raw = yaml.safe_load(grown.read_text())
+    raw["models"]["tiny-llama"]["gpus"] = 1
+    (checkout / "gpus.yaml").write_text(yaml.safe_dump(raw))
+    rerun = snakemake(SHARD, "--configfile", "gpus.yaml", "--cores", "1", "--resources", "gpu=1", cwd=checkout)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "riskscores_infer" in rerun.stdout + rerun.stderr, "the entry changed: the job reruns"
+    assert cache_line(checkout) == (140, 140), "gpus is not part of the request-cache key"
+    assert out.read_bytes() == scored
+
 
 def digests(folder: Path) -> dict[str, str]:
     return {

@@ -275,6 +275,13 @@ class Model(Strict):
                 raise ValueError(f"{', '.join(given)}: only for backend 'openai'")
         return self
 
+    def numbers_settings(self) -> dict[str, Any]:
+        """The entry's settings that can change a number it computes (a result's cache key):
+        not ``gpus`` (one GPU or several run the same operations; the device the job runs on
+        joins the key where it runs, :func:`unsure.engine.identity.run_device`), ``params``, nor
+        how an API is waited for, retried or authenticated."""
+        return self.model_dump(exclude={"gpus", "params", "timeout_s", "max_retries", "api_key_env"})
+
     @property
     def zoo_name(self) -> str | None:
         """The zoo entry this model is built from, if its id is a zoo path."""

@@ -51,7 +51,7 @@ with logged(snakemake.log[0]) as log:
             return score
 
         scorers = fit_fold_encoders(rows, rows["fold"].to_numpy(), fit)
-        fingerprint = {"model": p.model, "settings": p.settings, "seed": p.seed, "rows": len(rows), "folds": p.folds}
+        fingerprint = {"settings": p.settings, "seed": p.seed, "rows": len(rows), "folds": p.folds}
         run_shard(
             rows,
             lambda chunk: score_by_fold(chunk, scorers),

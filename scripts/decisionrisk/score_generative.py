@@ -22,7 +22,6 @@ with logged(snakemake.log[0]):
         n_shards=int(wc.n_shards),
         chunk_rows=p.chunk_rows,
         fingerprint={
-            "model": p.entry,
             "normalize": p.normalize,
             "max_new_tokens": p.max_new_tokens,
             "prompt_version": PROMPT_VERSION,

@@ -32,7 +32,7 @@ with logged(snakemake.log[0]):
         shard=int(snakemake.wildcards.lb_shard),
         n_shards=p.shards,
         chunk_rows=p.chunk_rows,
-        fingerprint={"model": p.entry, "shots": list(p.shots), "sets": p.sets, "chat": chat, "protocol": p.protocol}
+        fingerprint={"shots": list(p.shots), "sets": p.sets, "chat": chat, "protocol": p.protocol}
         | ({"max_prompt_tokens": p.max_prompt_tokens} if p.protocol == "paper" else {}),
         model=entry,
         tokens=engine.tokens_processed,

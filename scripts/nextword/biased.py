@@ -39,7 +39,6 @@ with logged(snakemake.log[0]):
         n_shards=p.n_shards,
         chunk_rows=16,
         fingerprint={
-            "model": p.entry,
             "nucleus": p.nucleus,
             "n": p.nucleus_samples,
             "seed": p.seed,

@@ -26,7 +26,7 @@ with logged(snakemake.log[0]):
         shard=0,
         n_shards=1,
         chunk_rows=64,
-        fingerprint={"model": p.entry, "modal_token": True},
+        fingerprint={"modal_token": True},
         model=entry,
         tokens=engine.tokens_processed,
         cache=request_cache(snakemake.config),

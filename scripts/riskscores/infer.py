@@ -34,7 +34,7 @@ with logged(snakemake.log[0]) as log:
                 shots=shots,
                 protocol=p.protocol,
             )
-            fingerprint = {"model": p.model, "task": repr(task), "prompting": prompting, "both_orders": p.both_orders,
+            fingerprint = {"task": repr(task), "prompting": prompting, "both_orders": p.both_orders,
                            "shots": [s.text for s in shots], "year": p.year, "protocol": p.protocol}  # fmt: skip
             log.info("%s, %s, %s: shard %s", wc.rs_model, task_name, prompting, wc.rs_shard)
             run_shard(

@@ -24,7 +24,7 @@ import numpy.typing as npt
 import torch
 from transformers import AutoModelForMultipleChoice, AutoTokenizer, get_linear_schedule_with_warmup
 
-from unsure.engine.identity import require_local_folder
+from unsure.engine.identity import local_device, require_local_folder
 from unsure.engine.pretrained import explained_loading, hub_source
 from unsure.io import atomic_dir
 
@@ -55,7 +55,7 @@ class MultipleChoiceEncoder:
     ) -> None:
         require_local_folder(str(model_id))
         source = hub_source(str(model_id), revision)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = torch.device(device or (local_device()))
         with explained_loading(str(model_id), revision, trust_remote_code=trust_remote_code):
             self.tokenizer = AutoTokenizer.from_pretrained(
                 str(model_id), revision=revision, trust_remote_code=trust_remote_code, **source

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from unsure.engine.identity import local_device
 from unsure.io import atomic_dir
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def finetune(
     torch.manual_seed(settings.seed)
     tok = AutoTokenizer.from_pretrained(model_id, revision=revision)
     model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=torch.float32)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(local_device())
     model.to(device)
     pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
     n_trainable = freeze_all_but_last(model, settings.trainable_blocks)

@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from unsure.config import Model
 from unsure.engine.decoding import SAMPLE_CHUNK, Decoder
 from unsure.engine.forward import Counters, Packed, PackedResult, Runner, shared_prefix_groups
-from unsure.engine.identity import require_local_folder
+from unsure.engine.identity import local_device, require_local_folder
 from unsure.engine.pretrained import explained_loading, hub_source
 from unsure.engine.requests import (
     ChoiceProbs,
@@ -84,7 +84,7 @@ class HFEngine:
     ) -> None:
         require_local_folder(str(model_id))
         source = hub_source(str(model_id), revision)
-        want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        want = torch.device(device or (local_device()))
         self.dtype = resolve_dtype(dtype, want)
         with explained_loading(str(model_id), revision, trust_remote_code=trust_remote_code):
             tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(

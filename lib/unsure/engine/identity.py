@@ -24,6 +24,19 @@ EDGE_BYTES = 16 << 20
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
+def local_device() -> str:
+    """The torch device type this process runs local models on: a GPU when there is one."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_device(entry: Model) -> str:
+    """Where ``entry`` computes in this process ('api' for a web API): a GPU's bfloat16 and a
+    CPU's float32 give other digits, so results of one are never served as the other's."""
+    return "api" if entry.backend == "openai" else local_device()
+
+
 def require_local_folder(model_id: str) -> None:
     """A model id written as a path (``/``, ``.``, ``~`` in front, or more than one ``/``) must be
     an existing folder: otherwise ``transformers`` reports it as a malformed hub repo id."""

@@ -38,7 +38,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from unsure.config import Config, Model
-from unsure.engine.identity import file_digest, model_identity
+from unsure.engine.identity import file_digest, model_identity, run_device
 from unsure.io import WriteError, explained_writes, write_json, write_parquet
 
 log = logging.getLogger(__name__)
@@ -97,13 +97,15 @@ def run_shard(
 
     ``score`` maps a chunk of rows to a frame with one result row per input
     row, carrying the ``row_id`` column. ``fingerprint`` describes everything
-    the scores depend on (model, prompts, settings): chunks written under
-    another fingerprint are discarded rather than reused. ``model`` is the
-    entry whose weights score the rows (``None``: no model): the identity of
-    those weights (:func:`~unsure.engine.identity.model_identity`) joins the
-    fingerprint, so that weights rebuilt at the same path or a moved hub branch
-    never share a shard with the old ones. ``tokens`` reports the engine's
-    token count, for the summary line.
+    the scores depend on besides the model (prompts, settings): chunks written
+    under another fingerprint are discarded rather than reused. ``model`` is the
+    entry whose weights score the rows (``None``: no model): its settings that
+    change numbers (:meth:`~unsure.config.Model.numbers_settings`; not ``gpus``),
+    the device it runs on here and the identity of its weights
+    (:func:`~unsure.engine.identity.model_identity`) join the fingerprint, so
+    that weights rebuilt at the same path or a moved hub branch never share a
+    shard with the old ones, and another GPU count shares all of it.
+    ``tokens`` reports the engine's token count, for the summary line.
 
     ``cache`` is the request cache's folder (``None``: no cache; scripts pass
     :func:`request_cache` of the config). Rows found there under the same
@@ -121,7 +123,8 @@ def run_shard(
     mine = select_shard(rows, shard, n_shards)
     chunk_dir = out.with_name(out.name + ".chunks")
     if model is not None:
-        fingerprint = {**fingerprint, "weights": model_identity(model)}
+        settings = {"model": model.numbers_settings(), "device": run_device(model)}
+        fingerprint = {**fingerprint, **settings, "weights": model_identity(model)}
     store = None if cache is None else RequestCache(cache, fingerprint, score, reads)
     try:
         with _shard_lock(chunk_dir):

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from unsure.engine.finetune import Example
+from unsure.engine.identity import local_device
 from unsure.nextword._tables import KEY, require
 
 
@@ -167,7 +168,7 @@ def finetune_lm(
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(model_id, revision=revision)
     model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=torch.float32)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(local_device())
     model.to(device)
     n_trainable = unfreeze(model, protocol, int(settings["trainable_blocks"]))
     size, max_length = int(settings["batch_size"]), int(settings["max_length"])
