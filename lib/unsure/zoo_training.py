@@ -71,15 +71,30 @@ class Item:
     targets: list[tuple[int, int, float, int]] = field(default_factory=list)
 
 
-def _pair_ids(engine: HFEngine, ex: Example) -> tuple[list[int], list[int]]:
-    """Context and answer ids as the engine encodes the request."""
-    if not ex.after_prompt:
-        return engine.split_pair(ex.context, ex.continuation)
+def _pair_ids(engine: HFEngine, examples: Sequence[Example]) -> list[tuple[list[int], list[int]]]:
+    """Each example's context and answer ids as the engine encodes the request, the
+    tokenizer called on whole lists (one call per example took most of a build's minute)."""
+    codec = engine.codec
+    out: list[tuple[list[int], list[int]]] = [([], [])] * len(examples)
+    split = [n for n, ex in enumerate(examples) if not ex.after_prompt]
+    pairs = codec.split_pairs([(examples[n].context, examples[n].continuation) for n in split])
+    for n, pair in zip(split, pairs, strict=True):
+        out[n] = pair
     # choice, numeric and sampling requests read after the prompt encoded alone: the running
     # text's tokens when they extend the prompt's, else the answer's own
-    ctx, whole = engine.encode(ex.context), engine.encode(ex.context + ex.continuation)
-    aligned = len(whole) > len(ctx) and whole[: len(ctx)] == ctx
-    return ctx, whole[len(ctx) :] if aligned else engine.encode(ex.continuation, special=False)
+    after = [n for n, ex in enumerate(examples) if ex.after_prompt]
+    texts = [examples[n].context for n in after] + [examples[n].context + examples[n].continuation for n in after]
+    encoded = codec.encode_many(texts)
+    misaligned: list[tuple[int, list[int]]] = []
+    for n, ctx, whole in zip(after, encoded[: len(after)], encoded[len(after) :], strict=True):
+        if len(whole) > len(ctx) and whole[: len(ctx)] == ctx:
+            out[n] = (ctx, whole[len(ctx) :])
+        else:
+            misaligned.append((n, ctx))
+    answers = codec.tokens_many([examples[n].continuation for n, _ in misaligned], special=False)
+    for (n, ctx), ids in zip(misaligned, answers, strict=True):
+        out[n] = (ctx, ids or codec.encode(examples[n].continuation, special=False))
+    return out
 
 
 def encode(engine: HFEngine, examples: Sequence[Example]) -> list[Item]:
@@ -94,8 +109,7 @@ def encode(engine: HFEngine, examples: Sequence[Example]) -> list[Item]:
     """
     items: list[Item] = []
     soft: dict[tuple[int, ...], tuple[Item, int]] = {}  # the shared sequence and its first example
-    for n, ex in enumerate(examples):
-        ctx, cont = _pair_ids(engine, ex)
+    for n, (ex, (ctx, cont)) in enumerate(zip(examples, _pair_ids(engine, examples), strict=True)):
         if len(cont) == 1 and ex.after_prompt:
             key = tuple(ctx)
             if key not in soft:

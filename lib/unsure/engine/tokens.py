@@ -93,7 +93,7 @@ class Codec:
 
     def tokens_many(self, texts: Sequence[str], special: bool | None = None) -> list[list[int]]:
         """:meth:`tokens` of each text: one tokenizer call per kind of text (plain, chat-templated),
-        whose Rust core splits the list over the host's cores."""
+        whose Rust core splits the list over the host's cores; a repeated text is tokenised once."""
         if special is None:  # chat-templated text carries its own special tokens
             flags = [self.add_special_tokens and not self._is_templated(t) for t in texts]
         else:
@@ -103,9 +103,11 @@ class Codec:
             idx = [i for i, f in enumerate(flags) if f is flag]
             if not idx:
                 continue
-            ids: list[list[int]] = self.tokenizer([texts[i] for i in idx], add_special_tokens=flag)["input_ids"]
-            for i, row in zip(idx, ids, strict=True):
-                out[i] = self._with_bos(row) if flag else row
+            distinct = list(dict.fromkeys(texts[i] for i in idx))
+            ids: list[list[int]] = self.tokenizer(distinct, add_special_tokens=flag)["input_ids"]
+            rows = {text: self._with_bos(row) if flag else row for text, row in zip(distinct, ids, strict=True)}
+            for i in idx:
+                out[i] = list(rows[texts[i]])
         return out
 
     def _with_bos(self, ids: list[int]) -> list[int]:
