@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+# The demo ends with its HTML report (every table and figure with its caption and provenance).
 demo: $(STAMP)
 	$(BIN)/snakemake all --configfile config/demo.yaml
+	$(BIN)/snakemake --report results/report.html --configfile config/demo.yaml
+	@echo "The demo's report: $(CURDIR)/results/report.html"
 
 # Known-truth checks on the demo's own results (tests/demo): the trained zoo recovers the generators' effects.
 demo-checks: $(STAMP)

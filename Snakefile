@@ -44,6 +44,9 @@ include: "workflow/rules/provenance.smk"
 ACTIVE = CFG.active_studies()  # a study without models is skipped, with a warning
 
 
+include: "workflow/rules/profile.smk"
+
+
 rule all:
     default_target: True
     input:
@@ -51,3 +54,4 @@ rule all:
         rules.models_all.input,
         [getattr(rules, f"{study}_all").input for study in ACTIVE],
         expand("results/{study}/provenance.json", study=ACTIVE),
+        rules.profile.output if PROFILE_MODELS else [],  # models in two or more studies

@@ -8,6 +8,7 @@ Confidence sets are long frames: one row per (``model``, ``method``,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -243,3 +244,58 @@ def subgroups_input(instances: pd.DataFrame, confidences: pd.DataFrame) -> pd.Da
             "category": rows["category"],
         }
     )
+
+
+HEADLINE_RULE = "DwD"
+"""The paper's risk-adjusted confidence: the rule whose numbers the profile shows."""
+
+
+def headline(
+    table1_path: str | os.PathLike[str],
+    table2_path: str | os.PathLike[str],
+    *,
+    protocol: DecisionProtocol,
+) -> pd.DataFrame:
+    """Risk-adjusted accuracy and composite risk of every generative model per benchmark, read from
+    ``tables/table1.csv`` and ``tables/table2.csv``: the study's numbers in the cross-study profile
+    (:mod:`unsure.profile`).
+
+    Both are DwD's (the risk-adjusted confidence) trained on WQ, the injection the paper reports
+    composite risk for (NQ-trained rules overfit), or on the first injection after NQ where WQ is
+    not run: its in-domain decision accuracy (answering exactly the answerable instances) and its
+    relative risk ratio P(wrong | answer) / P(right | abstain) on the original instances (below 1,
+    answering is the safer side). A model's log-likelihood confidences are used, its verbal ones
+    where it has none (as in its subgroups input); the encoder (softmax) is not a generative model.
+    """
+    t1, t2 = pd.read_csv(table1_path), pd.read_csv(table2_path)
+    trained = sorted(set(t1.loc[t1["rule"] == HEADLINE_RULE, "trained_on"]))
+    columns = ["model", "study", "measure", "setting", "value", "protocol", "better", "calibration"]
+    if not trained:
+        return pd.DataFrame(columns=columns)
+    injection = "WQ" if "WQ" in trained else next((t for t in trained if t != "NQ"), trained[0])
+    rows = []
+    for table, column, name, better in (
+        (t1, "in_domain", "risk-adjusted accuracy", "higher"),
+        (t2, "rrr", "composite risk (RRR)", "lower"),
+    ):
+        chosen = table[(table["rule"] == HEADLINE_RULE) & (table["trained_on"] == injection)]
+        for model, part in chosen.groupby("model", sort=False):
+            methods = set(part["method"])
+            method = next((m for m in ("loglik", "verbal") if m in methods), None)
+            if method is None:
+                continue
+            for _, row in part[part["method"] == method].iterrows():
+                rows.append(
+                    {
+                        "model": str(model),
+                        "study": "decisionrisk",
+                        "measure": f"{name}, {HEADLINE_RULE} ({injection})",
+                        "setting": str(row["benchmark"]),
+                        "value": float(row[column]),
+                        "protocol": protocol,
+                        "better": better,
+                        "calibration": False,
+                    }
+                )
+    out = pd.DataFrame(rows, columns=columns)
+    return out[out["value"].notna()].reset_index(drop=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -210,3 +212,51 @@ def subgroups_instances(probs: pd.DataFrame, items: pd.DataFrame, *, k: int, s: 
             "confidence": chosen["confidence"].to_numpy(np.float64),
         }
     )
+
+
+MITIGATION_NAMES = {"cc": "CC", "dc": "DC", "looc": "LOOC", "lora": "LoRA"}
+
+
+def headline(summary_path: str | os.PathLike[str], *, protocol: Literal["paper", "corrected"]) -> pd.DataFrame:
+    """BiasScore and RSD of each model without mitigation and under its best mitigation, read from
+    ``tables/summary.csv`` (all tasks, ``protocol``'s label scoring): the study's numbers in the
+    cross-study profile (:mod:`unsure.profile`).
+
+    The best mitigation is the (method, k) with the lowest RSD (the paper's measure of label bias),
+    and "before" is no mitigation at that same k, so the two differ by the mitigation alone.
+    BiasScore (the label-averaged prediction's distance from uniform) is the study's calibration
+    measure; ties go to the earlier method in :data:`METHODS`, then the smaller k.
+    """
+    summary = pd.read_csv(summary_path)
+    summary = summary[summary["subset"] == "all"]
+    rows = []
+    for model, part in summary.groupby("model", sort=False):
+        unmitigated = part[part["method"] == "none"].set_index("k")
+        mitigated = part[part["method"].isin(list(MITIGATION_NAMES)) & part["k"].isin(unmitigated.index)]
+        mitigated = mitigated.dropna(subset=["rsd"]).assign(_order=lambda d: d["method"].map(METHODS.index))
+        if mitigated.empty:
+            continue
+        best = mitigated.sort_values(["rsd", "_order", "k"], kind="stable").iloc[0]
+        k = int(best["k"])
+        before = unmitigated.loc[best["k"]]
+        for column, name, calibrates in (("bias_score", "BiasScore", True), ("rsd", "RSD", False)):
+            for stage, setting, value in (
+                ("no mitigation", f"k={k}", before[column]),
+                ("best mitigation", f"{MITIGATION_NAMES[best['method']]}, k={k}", best[column]),
+            ):
+                rows.append(
+                    {
+                        "model": str(model),
+                        "study": "labelbias",
+                        "measure": f"{name}, {stage}",
+                        "setting": setting,
+                        "value": float(value),
+                        "protocol": protocol,
+                        "better": "lower",
+                        # the model as it is: a mitigation's BiasScore is the mitigation's
+                        "calibration": calibrates and stage == "no mitigation",
+                    }
+                )
+    columns = ["model", "study", "measure", "setting", "value", "protocol", "better", "calibration"]
+    out = pd.DataFrame(rows, columns=columns)
+    return out[out["value"].notna()].reset_index(drop=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -432,3 +433,58 @@ def biased_tvds(biased: Mapping[str, pd.DataFrame], human: pd.DataFrame, splits:
     if not frames:
         return pd.DataFrame({"system": [], "text_id": [], "word_num": [], "tvd_human": []})
     return pd.concat(frames, ignore_index=True)[["system", *KEY, "tvd_human"]]
+
+
+def _system_of(system: str, models: Sequence[str]) -> tuple[str, str] | None:
+    """(model, how it was sampled) of a Table 1 system named as the workflow names them: the model
+    (unbiased sampling at T = 1), ``<model>-t<T>``, ``<model>-<chat mode>`` or ``<model>-ft``; the
+    longest model name wins (``gpt2-large`` is not ``gpt2`` in mode ``large``). None: no model's."""
+    for model in sorted(models, key=len, reverse=True):
+        if system == model:
+            return model, "sampling, T=1"
+        if system.startswith(f"{model}-"):
+            mode = system.removeprefix(f"{model}-")
+            if mode == "ft":
+                return model, "fine-tuned"
+            if mode.startswith("t") and mode[1:].replace(".", "", 1).isdigit():
+                return model, f"sampling, T={mode[1:]}"
+            return model, f"chat, {mode}"
+    return None
+
+
+def headline(
+    table1_path: str | os.PathLike[str], models: Sequence[str], *, protocol: Literal["paper", "corrected"]
+) -> pd.DataFrame:
+    """Expected TVD to all human responses of each of ``models``' systems, read from ``tables/table1.csv``
+    (the values of ``protocol``, ``studies.nextword.protocol``): the study's number in the cross-study
+    profile (:mod:`unsure.profile`). It is the study's calibration measure: how far the model's
+    next-word distribution is from the humans'.
+
+    One row per (model, system): ``model, study, measure, setting, value, protocol, better,
+    calibration``; the setting says how the system sampled (temperature, chat mode, fine-tuned).
+    Pre-collected sample files, the human MLE and the oracle are no model's and are left out.
+    """
+    table = pd.read_csv(table1_path).set_index("metric")
+    label = METRIC_LABELS["expected_tvd_human"]
+    if label not in table.index:
+        raise ValueError(f"{table1_path}: no row {label!r} (rows: {', '.join(map(str, table.index))})")
+    rows = []
+    for system, value in table.loc[label].items():
+        found = _system_of(str(system), models) if system not in (HUMAN, ORACLE) else None
+        if found is None or pd.isna(value):
+            continue
+        model, setting = found
+        rows.append(
+            {
+                "model": model,
+                "study": "nextword",
+                "measure": "expected TVD to humans",
+                "setting": setting,
+                "value": float(value),
+                "protocol": protocol,
+                "better": "lower",
+                "calibration": True,
+            }
+        )
+    columns = ["model", "study", "measure", "setting", "value", "protocol", "better", "calibration"]
+    return pd.DataFrame(rows, columns=columns)

@@ -4,6 +4,7 @@ the reproduction ledger (which protocol made each number; both values of metric-
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -208,3 +209,37 @@ def subgroups_instances(rows: pd.DataFrame, scores: pd.DataFrame, dictionary: Da
             "age": out["AGEP"].astype(float),
         }
     )
+
+
+HEADLINE_PROMPTINGS = {"multiple_choice": "multiple choice", "numeric": "numeric"}
+"""The promptings of the language models (``supervised`` is the baselines'), as the profile names them."""
+
+
+def headline(metrics_path: str | os.PathLike[str], *, protocol: Protocol) -> pd.DataFrame:
+    """AUC and ECE (10 equal-width bins) of every language model per task and prompting, read from
+    ``scores/metrics.parquet``: the study's numbers in the cross-study profile (:mod:`unsure.profile`).
+
+    One row per (model, measure, task): ``model, study, measure, setting, value, protocol, better,
+    calibration``; ``protocol`` is the one the prompts were built under (``studies.riskscores.protocol``).
+    The baselines (LR, XGBoost) are no language model and are left out.
+    """
+    metrics = pd.read_parquet(metrics_path)
+    llm = metrics[metrics["prompting"].isin(list(HEADLINE_PROMPTINGS))]
+    parts = []
+    for column, name, better, calibration in (("auc", "AUC", "higher", False), ("ece", "ECE", "lower", True)):
+        parts.append(
+            pd.DataFrame(
+                {
+                    "model": llm["model"].astype(str),
+                    "study": "riskscores",
+                    "measure": [f"{name}, {HEADLINE_PROMPTINGS[p]}" for p in llm["prompting"]],
+                    "setting": llm["task"].astype(str),
+                    "value": llm[column].astype(float),
+                    "protocol": protocol,
+                    "better": better,
+                    "calibration": calibration,
+                }
+            )
+        )
+    out = pd.concat(parts, ignore_index=True)
+    return out[out["value"].notna()].reset_index(drop=True)

@@ -11,8 +11,9 @@ most ``small_n`` rows under the proportional design.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -270,3 +271,40 @@ def write_tables(
     for name, frame in tables.items():
         write_table(frame, Path(outdir) / name, caption=CAPTIONS[name], float_format="{:.4g}")
     return tables
+
+
+def headline(
+    unit_metrics_path: str | os.PathLike[str],
+    *,
+    protocol: Literal["paper", "corrected"],
+    stand_ins: Collection[str],
+) -> pd.DataFrame:
+    """EB's error against DT's on each model's per-instance results, read from
+    ``scores/unit_metrics.parquet``: the study's number in the cross-study profile (:mod:`unsure.profile`).
+
+    Per model and source: the mean subgroup MSE of EB over that of DT (accuracy, proportional
+    draws; EB under ``protocol``'s variance), each subgroup counting once; below 1, shrinking
+    towards the label-free regression beats the subgroup mean. ``stand_ins`` are the sources read
+    from generated files (``studies.subgroups.inputs``: ``generated``): their rows carry the model's
+    name but not its results, and their setting says so.
+    """
+    um = pd.read_parquet(unit_metrics_path)
+    sub = um[(um["design"] == "proportional") & (um["metric"] == "accuracy")]
+    columns = ["model", "study", "measure", "setting", "value", "protocol", "better", "calibration"]
+    if sub.empty:
+        return pd.DataFrame(columns=columns)
+    eb = summarise(sub, ["source", "model"])
+    eb = eb[eb["method"] == "EB"]
+    out = pd.DataFrame(
+        {
+            "model": eb["model"].astype(str),
+            "study": "subgroups",
+            "measure": "MSE of EB / MSE of DT",
+            "setting": [f"{s} (generated stand-in)" if s in stand_ins else str(s) for s in eb["source"]],
+            "value": eb["ratio"].astype(float),
+            "protocol": protocol,
+            "better": "lower",
+            "calibration": False,
+        }
+    )[columns]
+    return out[out["value"].notna()].reset_index(drop=True)
