@@ -217,6 +217,16 @@ def test_subgroups_headline_is_eb_over_dt_mse_per_source(tmp_path: Path) -> None
     assert all(v == pytest.approx(0.01 / 0.03) for v in values.values())  # each subgroup counts once
 
 
+def test_subgroups_headline_leaves_out_a_ratio_over_a_zero_dt_error(tmp_path: Path) -> None:
+    """The CI shadow's subgroups are drawn whole: DT's error is 0 and EB's over it is no number."""
+    path = _subgroups(tmp_path / "um.parquet")
+    um = pd.read_parquet(path)
+    um.loc[(um["model"] == "m-b") & (um["method"] == "DT"), "mse"] = 0.0
+    um.to_parquet(path)
+    got = subgroups_headline(path, protocol="paper", stand_ins=[])
+    assert set(got["model"]) == {"m-a"} and np.isfinite(got["value"]).all()
+
+
 # ------------------------------------------------------------------ combination and correlation
 
 

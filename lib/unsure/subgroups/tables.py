@@ -10,6 +10,7 @@ most ``small_n`` rows under the proportional design.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ import pandas as pd
 
 from unsure.report import write_table
 from unsure.subgroups.schema import CONTINUOUS_METRICS
+
+log = logging.getLogger(__name__)
 
 UNIT_KEYS = ["source", "design", "metric", "dataset", "task", "model", "subgroup", "method"]
 
@@ -307,4 +310,13 @@ def headline(
             "calibration": False,
         }
     )[columns]
-    return out[out["value"].notna()].reset_index(drop=True)
+    # no ratio where DT's error is 0 (every subgroup's rows drawn whole: the shadow's few rows)
+    undefined = ~np.isfinite(out["value"])
+    if undefined.any():
+        log.warning(
+            "profile: EB/DT error ratio undefined (DT's error 0) for %d of %d (model, source) pairs, left out: %s",
+            int(undefined.sum()),
+            len(out),
+            ", ".join(f"{m} ({s})" for m, s in zip(out["model"][undefined], out["setting"][undefined], strict=True)),
+        )
+    return out[~undefined].reset_index(drop=True)
