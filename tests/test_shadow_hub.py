@@ -188,7 +188,7 @@ def test_each_tokenizer_folder_of_the_override_is_its_models_hub_repo() -> None:
 
 
 def test_the_files_fetched_are_what_the_zoo_reads_and_never_weights() -> None:
-    from unsure.zoo import TOKENIZER_FILES
+    from unsure.engine.pretrained import TOKENIZER_FILES
 
     assert set(HUB_FILES) >= TOKENIZER_FILES | {"config.json"}
     assert not [f for f in HUB_FILES if "*" in f or "/" in f or f.endswith((".safetensors", ".bin", ".pt"))]

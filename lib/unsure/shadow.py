@@ -65,6 +65,7 @@ from huggingface_hub.errors import (
 )
 
 from unsure.config import ZOO_DIR, ConfigError, deep_merge, parse_config
+from unsure.engine.pretrained import TOKENIZER_FILES
 
 REPO = Path(__file__).resolve().parents[2]
 """The repository: the Snakefile, ``config/config.yaml`` and ``config/shadow.yaml``."""
@@ -177,21 +178,9 @@ HUB_TOKENIZERS: dict[str, str] = {
 ``models:`` entry; one that is (``gpt2``, ``llama-2-7b``, ``mistral-7b-instruct``, ...) is that
 entry's ``id`` at its ``revision`` (:func:`hub_source`), the model the paper run loads."""
 
-HUB_FILES = (
-    "config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.model",
-    "vocab.json",
-    "merges.txt",
-    "added_tokens.json",
-    "generation_config.json",
-    "chat_template.jinja",
-    "chat_template.json",
-)
+HUB_FILES = ("config.json", *sorted(TOKENIZER_FILES), "chat_template.jinja", "chat_template.json")
 """The files fetched of a family's hub repo (those it has; top level only, never weights): what
-the zoo builds a family's model from (``config.json``'s architecture, ``zoo.TOKENIZER_FILES``)
+the zoo builds a family's model from (``config.json``'s architecture, :data:`TOKENIZER_FILES`)
 and the chat template files :func:`combination` reads."""
 
 FETCHED = "fetched.json"

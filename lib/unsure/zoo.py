@@ -39,6 +39,7 @@ from transformers import (
 )
 
 from unsure.config import CorpusStudy, ZooModel, ZooTraining
+from unsure.engine.pretrained import TOKENIZER_FILES
 from unsure.generate.text import sentences
 from unsure.io import atomic_dir
 
@@ -270,21 +271,6 @@ def build_from_tokenizer(name: str, spec: ZooModel, out_dir: str | Path, *, zoo_
     for path in sorted(folder.iterdir()):
         if path.is_file() and path.name in TOKENIZER_FILES:
             shutil.copyfile(path, out / path.name)
-
-
-TOKENIZER_FILES = frozenset(
-    {
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "tokenizer.model",
-        "vocab.json",
-        "merges.txt",
-        "added_tokens.json",
-        "generation_config.json",
-    }
-)
-"""What a model folder holds besides the weights and ``config.json``."""
 
 
 def build(

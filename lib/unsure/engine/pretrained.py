@@ -35,6 +35,20 @@ WEIGHT_FILES = (
 )
 """The weight files (or shard indexes) ``from_pretrained`` looks for in a model folder."""
 
+TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "tokenizer.model",
+        "vocab.json",
+        "merges.txt",
+        "added_tokens.json",
+        "generation_config.json",
+    }
+)
+"""What a model folder holds besides the weights and ``config.json``."""
+
 
 class ModelLoadError(RuntimeError):
     """A model's files cannot be loaded; the message names the model, the file and what to do."""

@@ -46,6 +46,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -58,6 +59,7 @@ N_SPLITS = 20
 
 Position = tuple[int, int]
 Visit = tuple[Position, list[str]]
+_T = TypeVar("_T")
 """One step of the authors' loop over a system's samples: a position and the raw words scored there."""
 
 
@@ -126,8 +128,9 @@ class PaperColumn:
     """System vs all responses; for the oracle column: oracle vs the seed-1 oracle target (Table 1's 0.42)."""
 
 
-def _scored(order: Sequence[Position]) -> list[Position]:
-    return list(order)[:-1]  # range(len(samples) - 1)
+def _scored(order: Sequence[_T]) -> list[_T]:
+    """The authors' loops run over ``range(len(samples) - 1)``: the last visit is never scored."""
+    return list(order)[:-1]
 
 
 def model_column(
@@ -151,7 +154,7 @@ def model_column(
     ``trimmed_human``: the human lists were already cut to even length by an
     earlier loop in the same kernel (ChatGPT's second and third loops).
     """
-    order = list(visits)[:-1]  # range(len(samples) - 1)
+    order = _scored(visits)
     corpus_items, human_items, tvds = [], [], []
     oracle_items: list[list[tuple[float, int]]] = [[] for _ in range(N_SPLITS)]
     n_scored = 0
