@@ -123,6 +123,46 @@ def test_lora_adapter_trains_on_the_label_saves_and_loads_back(tiny_models: dict
     assert probs(tuned)[target] > 5 * before[target]
 
 
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_lora_loss_is_the_models_own_label_loss_with_the_output_layer_on_targets_only(
+    arch: str, tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    from unsure.engine.lora import IGNORE, encode_examples
+
+    engine = HFEngine(str(tiny_models[arch]))
+    for module in engine.model.modules():  # GPT-2's dropout would draw differently in the two passes
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    examples = [
+        (prompts.sni_prompt(TASK.definition, POOL[: i % 3], f"item {i}"), f" {LABELS[i % 3]}") for i in range(6)
+    ]
+    settings = LoraSettings(rank=4, alpha=8, epochs=1, batch_size=2, gradient_accumulation=2)
+    encoded = encode_examples(engine, examples)
+    # the first step's loss under the untrained adapter (LoRA's B starts at zero: the base model),
+    # as the model's own labels= loss computes it over the same batches in the same order
+    order = torch.randperm(len(encoded), generator=torch.Generator().manual_seed(settings.seed)).tolist()
+    want = 0.0
+    with torch.no_grad():
+        for start in (0, 2):
+            batch = [encoded[i] for i in order[start : start + 2]]
+            width = max(len(ids) for ids, _ in batch)
+            ids = torch.tensor([x + [0] * (width - len(x)) for x, _ in batch])
+            labels = torch.tensor([y + [IGNORE] * (width - len(y)) for _, y in batch])
+            mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x, _ in batch])
+            want += float(engine.model(input_ids=ids, attention_mask=mask, labels=labels).loss) / 2
+    rows_seen: list[int] = []
+    hook = engine.model.get_output_embeddings().register_forward_hook(
+        lambda _m, args, _o: rows_seen.append(args[0].shape[:-1].numel())
+    )
+    try:
+        losses = train_adapter(engine, examples, tmp_path / "adapter", settings)
+    finally:
+        hook.remove()
+    assert losses[0] == pytest.approx(want, rel=1e-5)
+    # the output layer ran on the rows that predict a label token, not on every prompt position
+    assert sum(rows_seen) == sum(sum(t != IGNORE for t in labels) for _, labels in encoded)
+
+
 def test_lora_with_checkpointing_calls_no_deprecated_transformers_name(
     tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -90,6 +90,22 @@ def _encode(tok: PreTrainedTokenizerBase, ex: Example) -> tuple[list[int], int]:
     return full, len(ctx)
 
 
+def target_logprobs(
+    model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The log-probability of each labelled token (``labels`` >= 0, aligned with ``ids``) and its row.
+
+    The output layer and softmax run only where a labelled token is predicted: the vocabulary
+    projection of every position, as a model's own ``labels=`` loss computes it, dominates a
+    small model's cost and a long prompt's memory (a 2,000-token prompt's logits over a 128k
+    vocabulary are 1 GB in float32)."""
+    hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
+    target = labels[:, 1:]
+    rows, cols = torch.nonzero(target >= 0, as_tuple=True)
+    logits = model.get_output_embeddings()(hidden[rows, cols]).float()
+    return rows, torch.log_softmax(logits, dim=-1).gather(1, target[rows, cols][:, None])[:, 0]
+
+
 def _batch_loss(model: PreTrainedModel, batch: list[tuple[list[int], int, float]], pad: int) -> torch.Tensor:
     """Weighted mean over examples of the continuation's summed negative log-likelihood."""
     width = max(len(ids) for ids, _, _ in batch)
@@ -101,13 +117,7 @@ def _batch_loss(model: PreTrainedModel, batch: list[tuple[list[int], int, float]
         ids[b, : len(seq)] = torch.tensor(seq)
         mask[b, : len(seq)] = 1
         labels[b, start : len(seq)] = torch.tensor(seq[start:])
-    hidden = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
-    # The output layer and softmax run only where a continuation token is predicted (the vocabulary
-    # projection dominates a small model's cost).
-    target = labels[:, 1:].to(device)
-    rows, cols = torch.nonzero(target >= 0, as_tuple=True)
-    logits = model.get_output_embeddings()(hidden[rows, cols]).float()
-    picked = torch.log_softmax(logits, dim=-1).gather(1, target[rows, cols][:, None])[:, 0]
+    rows, picked = target_logprobs(model, ids.to(device), mask.to(device), labels.to(device))
     nll = torch.zeros(len(batch), device=device).index_add(0, rows, -picked)
     weights = torch.tensor([w for _, _, w in batch], dtype=torch.float32, device=device)
     return (weights * nll).sum() / weights.sum()

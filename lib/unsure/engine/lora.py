@@ -21,6 +21,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
+from unsure.engine.finetune import target_logprobs
 from unsure.engine.hf import HFEngine, peft_quietly
 from unsure.io import atomic_dir, write_json
 
@@ -58,7 +59,10 @@ def encode_examples(engine: HFEngine, examples: Sequence[tuple[str, str]]) -> li
     return out
 
 
-def _batch(encoded: Sequence[tuple[list[int], list[int]]], device: torch.device) -> dict[str, torch.Tensor]:
+def _batch(
+    encoded: Sequence[tuple[list[int], list[int]]], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask, labels) of a batch, right-padded."""
     width = max(len(ids) for ids, _ in encoded)
     ids = torch.zeros((len(encoded), width), dtype=torch.long)
     labels = torch.full((len(encoded), width), IGNORE, dtype=torch.long)
@@ -67,7 +71,7 @@ def _batch(encoded: Sequence[tuple[list[int], list[int]]], device: torch.device)
         ids[b, : len(x)] = torch.tensor(x)
         labels[b, : len(y)] = torch.tensor(y)
         mask[b, : len(x)] = 1
-    return {"input_ids": ids.to(device), "labels": labels.to(device), "attention_mask": mask.to(device)}
+    return ids.to(device), mask.to(device), labels.to(device)
 
 
 def train_adapter(
@@ -94,8 +98,9 @@ def train_adapter(
         bias="none",
         task_type="CAUSAL_LM",
     )
+    base = engine.model  # peft puts the LoRA layers into its modules in place
     with peft_quietly():
-        model = get_peft_model(engine.model, config)
+        model = get_peft_model(base, config)
     if settings.gradient_checkpointing:
         model.activation_checkpointing_enable()  # transformers 5.24's name (the old one warns)
         model.enable_input_require_grads()
@@ -115,7 +120,10 @@ def train_adapter(
                 group = batches[start : start + settings.gradient_accumulation]
                 step_loss = 0.0
                 for idx in group:
-                    loss = model(**_batch([encoded[i] for i in idx], engine.device)).loss / len(group)
+                    # the mean over target tokens of their negative log-likelihood (the model's own
+                    # labels= loss, without its output layer over every context position)
+                    _, picked = target_logprobs(base, *_batch([encoded[i] for i in idx], engine.device))
+                    loss = -picked.mean() / len(group)
                     loss.backward()
                     step_loss += float(loss.detach())
                 torch.nn.utils.clip_grad_norm_(trainable, settings.max_grad_norm)
