@@ -24,6 +24,7 @@ import pytest
 
 from unsure.config import Config, deep_merge, parse_config
 from unsure.shadow import (
+    CI_SNI_TASKS,
     CI_STATES,
     OVERRIDE,
     PAPER,
@@ -198,6 +199,11 @@ def test_ci_folds_only_entries_of_one_combination_and_keeps_every_study_and_prom
         k: v for k, v in full_acs.items() if k not in ("states", "generated_rows_per_state")
     }
     assert ci["data"]["acs"] is not full_acs and full_acs["states"] == paper["data"]["acs"]["states"]
+    # the SNI tasks: those of CI_SNI_TASKS, all of them among the shadow's, the rest of data.sni unchanged
+    sni, full_sni = ci["data"]["sni"], full["data"]["sni"]
+    assert sni["tasks"] == [t for t in full_sni["tasks"] if t in CI_SNI_TASKS]
+    assert len(sni["tasks"]) == len(CI_SNI_TASKS)
+    assert {k: v for k, v in sni.items() if k != "tasks"} == {k: v for k, v in full_sni.items() if k != "tasks"}
 
 
 def _summary(work: Path) -> list[dict[str, str]]:

@@ -28,7 +28,8 @@ in size (:func:`fold_models`): one entry per distinct (family, tokenizer, instru
 backend, template) combination (:func:`combination`) is kept, and every study's reference
 to a folded entry points at the one kept. It also generates the ACS records of a few
 states (:data:`CI_STATES`) rather than all 51, each with as many rows as all of them had
-together (:func:`fold_states`): one generator job per state is all a state changes.
+together (:func:`fold_states`): one generator job per state is all a state changes. And it
+scores four of the seven SNI tasks (:func:`fold_sni_tasks`).
 
     python -m unsure.shadow [--ci] [--cores N] [--workdir DIR] [--port P] [--tokenizers DIR] [-n]
                             [snakemake options]
@@ -456,6 +457,29 @@ def fold_states(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+CI_SNI_TASKS = (
+    "task1393_superglue_copa_text_completion",
+    "task318_stereoset_classification_gender",
+    "task1531_daily_dialog_type_classification",
+    "task888_reviews_classification",
+)
+"""The SNI tasks the CI variant scores (:func:`fold_sni_tasks`): two, three and four labels,
+letter labels (COPA's A/B) and words, and the shortest definition; left out are three tasks
+that add only prompt length (task375's definition alone is 1,280 characters), which every
+labelbias job (each k, each method, each LoRA adapter) pays again."""
+
+
+def fold_sni_tasks(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with the SNI tasks of :data:`CI_SNI_TASKS` only, among those it lists."""
+    out = copy.deepcopy(dict(cfg))
+    sni = out.get("data", {}).get("sni", {})
+    tasks = list(sni.get("tasks") or [])
+    kept = [t for t in tasks if t in CI_SNI_TASKS]
+    if kept and len(kept) < len(tasks):
+        sni["tasks"] = kept
+    return out
+
+
 def shadow_config(
     repo: Path = REPO,
     *,
@@ -468,7 +492,7 @@ def shadow_config(
     folds: dict[str, str] = {}
     if ci:
         cfg, folds = fold_models(cfg)
-        cfg = fold_states(cfg)
+        cfg = fold_sni_tasks(fold_states(cfg))
     try:
         parse_config(cfg)
     except ConfigError as err:
