@@ -97,3 +97,29 @@ def test_all_skips_a_study_without_models_and_says_so(checkout: Path) -> None:
     assert "studies.decisionrisk.models is empty: `all` skips the decisionrisk study" in dry.stdout + dry.stderr
     assert not any(rule.startswith("decisionrisk_") for rule in jobs(dry.stdout)), jobs(dry.stdout)
     assert jobs(dry.stdout)["riskscores_provenance"] == 1
+
+
+@pytest.mark.workflow
+def test_changing_protocol_plans_only_the_jobs_whose_numbers_depend_on_it(checkout: Path) -> None:
+    """Changing ``protocol`` reran the five riskscores task and baseline jobs, whose outputs
+    were byte-identical: the task file held the rows' text in the protocol's words."""
+    raw = yaml.safe_load((checkout / "config" / "demo.yaml").read_text(encoding="utf-8"))
+    before = raw["studies"]["riskscores"].get("protocol", "corrected")
+    (checkout / "before.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    raw["studies"]["riskscores"]["protocol"] = "paper" if before == "corrected" else "corrected"
+    (checkout / "after.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    summary = snakemake("--summary", "riskscores_all", "--configfile", "before.yaml", cwd=checkout)
+    assert summary.returncode == 0, summary.stderr
+    stand_in_outputs(checkout, summary.stdout)
+    touched = snakemake("--touch", "riskscores_all", "--configfile", "before.yaml", "-c1", cwd=checkout)
+    assert touched.returncode == 0, touched.stderr
+    dry = snakemake("-n", "riskscores_all", "--configfile", "after.yaml", cwd=checkout)
+    assert dry.returncode == 0, dry.stderr
+    counts = jobs(dry.stdout)
+    assert counts["riskscores_infer"] >= 1 and counts["riskscores_subgroups_input"] == 1, counts
+    assert not {"riskscores_task", "riskscores_baselines", "riskscores_persons", "zoo_model"} & set(counts), counts
+    # XGBoost's permutation importance does not prompt: it stays (its increasing evidence adds the
+    # features in the order of every model's importance, the language models' included: it reruns)
+    planned = [line.strip() for line in dry.stdout.splitlines() if line.strip().startswith("output: ")]
+    assert not [line for line in planned if "/importance/xgboost/" in line], planned
+    assert [line for line in planned if "/importance/" in line], planned

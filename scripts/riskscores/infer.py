@@ -1,6 +1,8 @@
 """Risk scores of one model on one shard of every task's rows, with every prompting kind: the
 model loads once per job."""
 
+from functools import partial
+
 import pandas as pd
 
 from unsure.config import Model
@@ -8,7 +10,7 @@ from unsure.engine import load_engine
 from unsure.engine.shards import request_cache, run_shard
 from unsure.logs import logged
 from unsure.riskscores.dictionary import read_dictionary
-from unsure.riskscores.prompts import draw_shots
+from unsure.riskscores.prompts import draw_shots, row_texts
 from unsure.riskscores.scoring import make_scorer
 from unsure.riskscores.tasks import scored_rows, task_from_spec
 
@@ -21,8 +23,10 @@ with logged(snakemake.log[0]) as log:
     for task_name, rows_path in zip(p.tasks, snakemake.input.rows, strict=True):
         task = task_from_spec(task_name, p.specs[task_name], dictionary)
         rows = pd.read_parquet(rows_path)
-        shots = draw_shots(rows[rows["split"] == "train"], p.few_shot, p.seed)
-        scored = scored_rows(rows, p.threshold_rows)[["row_id", "text"]]
+        texts = partial(row_texts, features=task.features, dictionary=dictionary, protocol=p.protocol)
+        shots = draw_shots(rows[rows["split"] == "train"], p.few_shot, p.seed, texts)
+        scored = scored_rows(rows, p.threshold_rows)
+        scored = scored.assign(text=texts(scored))[["row_id", "text"]]
         for prompting in p.prompting:
             score = make_scorer(
                 engine,

@@ -5,15 +5,23 @@ import pandas as pd
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.riskscores.dictionary import read_dictionary
+from unsure.riskscores.prompts import row_texts
 from unsure.riskscores.tables import subgroups_instances
+from unsure.riskscores.tasks import task_from_spec
 from unsure.subgroups.schema import validate_instances
 
 with logged(snakemake.log[0]) as log:
-    inp = snakemake.input
-    rows = pd.concat([pd.read_parquet(p).assign(task=t) for p, t in zip(inp.rows, snakemake.params.tasks, strict=True)])
+    inp, p = snakemake.input, snakemake.params
+    dictionary = read_dictionary(inp.dictionary)
+    tasks = []
+    for path, name in zip(inp.rows, p.tasks, strict=True):
+        task_rows = pd.read_parquet(path).assign(task=name)
+        features = task_from_spec(name, p.specs[name], dictionary).features
+        tasks.append(task_rows.assign(text=row_texts(task_rows, features, dictionary, p.protocol)))
+    rows = pd.concat(tasks)
     scores = pd.read_parquet(inp.scores)
     scores = scores[scores["prompting"].eq("multiple_choice") | scores["model"].eq("xgboost")]
-    frame = subgroups_instances(rows, scores, read_dictionary(inp.dictionary))
+    frame = subgroups_instances(rows, scores, dictionary)
     frame = validate_instances(frame, "riskscores", snakemake.output[0])
     log.info("%d instances of %d models", len(frame), frame["model"].nunique())
     write_parquet(snakemake.output[0], frame)

@@ -1,12 +1,13 @@
-"""One task's rows: population filter, label, seeded train/eval split and the feature text
-(in the words of the study's protocol)."""
+"""One task's rows: population filter, label and seeded train/eval split. The rows' text is
+written by the jobs that prompt with it, in the words of the study's protocol
+(:func:`unsure.riskscores.prompts.row_texts`), so that a change of protocol leaves this file
+and the baselines trained on it alone."""
 
 import pandas as pd
 
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.riskscores.dictionary import read_dictionary
-from unsure.riskscores.prompts import row_texts
 from unsure.riskscores.tasks import task_from_spec, task_rows
 
 with logged(snakemake.log[0]) as log:
@@ -14,7 +15,6 @@ with logged(snakemake.log[0]) as log:
     dictionary = read_dictionary(snakemake.input.dictionary)
     task = task_from_spec(snakemake.wildcards.rs_task, p.spec, dictionary)
     rows = task_rows(pd.read_parquet(snakemake.input.persons), task, n_train=p.n_train, n_eval=p.n_eval, seed=p.seed)
-    rows["text"] = row_texts(rows, task.features, dictionary, p.protocol)
     n_eval = int((rows["split"] == "eval").sum())
     log.info(
         "%s: %d evaluation and %d training rows, positive rate %.3f",

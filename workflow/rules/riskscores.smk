@@ -161,7 +161,6 @@ rule riskscores_task:
         "../../envs/unsure.yaml"
     params:
         spec=lambda wc: RS_SPECS[wc.rs_task],
-        protocol=RISK.protocol,
         n_train=RISK.n_train,
         n_eval=RISK.n_eval,
         seed=RISK.seed,
@@ -241,7 +240,7 @@ rule riskscores_importance:
         rows=RISK.importance.rows,
         year=ACS.year,
         both_orders=RISK.both_orders,
-        protocol=RISK.protocol,
+        protocol=lambda wc: None if wc.rs_model == "xgboost" else RISK.protocol,
         seed=RISK.seed,
     script:
         "../../scripts/riskscores/importance.py"
@@ -269,7 +268,7 @@ rule riskscores_evidence:
         rows=RISK.evidence.rows,
         year=ACS.year,
         both_orders=RISK.both_orders,
-        protocol=RISK.protocol,
+        protocol=lambda wc: None if wc.rs_model == "xgboost" else RISK.protocol,
         seed=RISK.seed,
     script:
         "../../scripts/riskscores/evidence.py"
@@ -358,6 +357,8 @@ rule riskscores_subgroups_input:
         "../../envs/unsure.yaml"
     params:
         tasks=list(RISK.tasks),
+        specs=RS_SPECS,
+        protocol=RISK.protocol,
     script:
         "../../scripts/riskscores/subgroups_input.py"
 
