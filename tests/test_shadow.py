@@ -180,7 +180,7 @@ def test_ci_folds_only_entries_of_one_combination_and_keeps_every_study_and_prom
         want = [FOLDED.get(m, m) for m in full["studies"][study].get("models", [])]
         assert ci["studies"][study].get("models", []) == list(dict.fromkeys(want)), study
     modes = {
-        "riskscores": ("prompting", "tasks", "importance", "evidence"),
+        "riskscores": ("prompting", "tasks"),
         "nextword": ("temperatures", "chat_modes", "biased_models", "token_models", "finetune"),
         "labelbias": ("shots", "lora", "content_free_inputs", "chat_template"),
         "decisionrisk": ("encoder", "benchmarks", "injections"),
@@ -189,6 +189,16 @@ def test_ci_folds_only_entries_of_one_combination_and_keeps_every_study_and_prom
     for study, keys in modes.items():
         for key in keys:
             assert ci["studies"][study].get(key) == full["studies"][study].get(key), f"{study}.{key}"
+    # importance and evidence: as the paper's, on one model per (backend, instruct), XGBoost always
+    for analysis in ("importance", "evidence"):
+        spec, full_spec = ci["studies"]["riskscores"][analysis], full["studies"]["riskscores"][analysis]
+        assert {k: v for k, v in spec.items() if k != "models"} == {k: v for k, v in full_spec.items() if k != "models"}
+        analysed = [FOLDED.get(m, m) for m in full_spec.get("models") or full["studies"]["riskscores"]["models"]]
+        kinds = {(ci["models"][m].get("backend", "hf"), bool(ci["models"][m].get("instruct"))) for m in analysed}
+        assert len(spec["models"]) == len(kinds) == 3 and set(spec["models"]) <= set(analysed), spec
+        assert {
+            (ci["models"][m].get("backend", "hf"), bool(ci["models"][m].get("instruct"))) for m in spec["models"]
+        } == kinds
     # the ACS records: a few of the paper's states, generated, with at least as many rows in all
     acs, full_acs = ci["data"]["acs"], full["data"]["acs"]
     assert acs["source"] == full_acs["source"] == "generated"

@@ -29,7 +29,8 @@ backend, template) combination (:func:`combination`) is kept, and every study's 
 to a folded entry points at the one kept. It also generates the ACS records of a few
 states (:data:`CI_STATES`) rather than all 51, each with as many rows as all of them had
 together (:func:`fold_states`): one generator job per state is all a state changes. And it
-scores four of the seven SNI tasks (:func:`fold_sni_tasks`).
+scores four of the seven SNI tasks (:func:`fold_sni_tasks`), and runs riskscores' importance
+and evidence analyses on one model per (backend, instruct) (:func:`fold_riskscores_analyses`).
 
     python -m unsure.shadow [--ci] [--cores N] [--workdir DIR] [--port P] [--tokenizers DIR] [-n]
                             [snakemake options]
@@ -480,6 +481,29 @@ def fold_sni_tasks(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def fold_riskscores_analyses(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with riskscores' permutation importance and increasing evidence run on one
+    model per (backend, instruct) of those they analyse (the first in order), and XGBoost.
+
+    Each model of these analyses is two jobs that load it to score permuted and growing
+    feature texts through the inference jobs' own prompts, which every model entry runs; in
+    the CI variant those 24 jobs were nearly all process start and imports."""
+    out = copy.deepcopy(dict(cfg))
+    rs = out.get("studies", {}).get("riskscores", {})
+    for analysis in ("importance", "evidence"):
+        spec = rs.get(analysis)
+        if spec is None:
+            continue
+        analysed = spec.get("models") or rs.get("models", [])
+        kept: dict[tuple[str, bool], str] = {}
+        for name in analysed:
+            entry = out["models"][name]
+            kept.setdefault((entry.get("backend", "hf"), bool(entry.get("instruct", False))), name)
+        if len(kept) < len(analysed):
+            spec["models"] = list(kept.values())
+    return out
+
+
 def shadow_config(
     repo: Path = REPO,
     *,
@@ -492,7 +516,7 @@ def shadow_config(
     folds: dict[str, str] = {}
     if ci:
         cfg, folds = fold_models(cfg)
-        cfg = fold_sni_tasks(fold_states(cfg))
+        cfg = fold_riskscores_analyses(fold_sni_tasks(fold_states(cfg)))
     try:
         parse_config(cfg)
     except ConfigError as err:
