@@ -27,7 +27,7 @@ from workflow_helpers import REPO, SNAKEMAKE, copy_workflow, snakemake, untraine
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
 SLICE = {
-    "models": ["tiny-gpt2", "tiny-llama-chat"],
+    "models": ["tiny-gpt2"],  # one model: the faults are the scheduler's, whatever the model
     "tasks": ["ACSIncome"],
     "shards": 2,
     "n_eval": 400,
@@ -35,7 +35,8 @@ SLICE = {
     "importance": {"tasks": ["ACSIncome"], "models": ["tiny-gpt2"], "rows": 150},
     "evidence": {"tasks": ["ACSIncome"], "models": ["tiny-gpt2"], "rows": 150},
 }
-"""The demo's riskscores study cut to one task, sized so a shard runs for a while."""
+"""The demo's riskscores study cut to one task and one model, sized so a shard runs for a while
+(each of its two shards is one job, which the cancel and kill tests catch mid-shard)."""
 
 TARGET = "riskscores_tables"
 """What each run builds: the study's scores, metrics and tables, every output :func:`outputs`
@@ -43,6 +44,10 @@ compares (its figures, and the importance and evidence analyses only they draw, 
 no assertion reads them)."""
 
 FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2"]
+"""The plugin checks a job's status this many seconds after the last finished, then 10 s later
+each time than the last while nothing finishes (2, 14, 36, 68 s): a job level costs a run 14 or
+36 s here (two Snakemake starts in the job, then its imports), whatever its work. Starting
+from 8 (8, 26, 54 s) took as long in all: the persons and task jobs then waited 26 s, not 14."""
 # Without slurmdbd `sacct` cannot answer: the plugin then asks squeue.
 STATUS = ["--slurm-status-command", "squeue"]
 
@@ -111,9 +116,22 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_riskscores_on_slurm_survives_a_cancelled_shard_and_equals_a_local_run(local_run: Path, tmp_path: Path) -> None:
-    root = copy_workflow(tmp_path / "wf")
+def from_local_run(root: Path, local_run: Path) -> Path:
+    """A fresh copy of the workflow with the local run's raw data, models and task rows (the
+    persons and task files, as it left them): the SLURM run starts at the scoring jobs. Each
+    job level costs a SLURM run 14-36 s whatever the job (the plugin's status checks back off
+    by 10 s while nothing finishes), and the faults are in scoring."""
+    root = copy_workflow(root)
     (root / "resources").symlink_to(local_run / "resources")  # same raw data and models, built once
+    for name in ("persons.parquet", "ACSIncome.parquet"):
+        target = root / "results" / "riskscores" / "data" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(local_run / "results" / "riskscores" / "data" / name, target)
+    return root
+
+
+def test_riskscores_on_slurm_survives_a_cancelled_shard_and_equals_a_local_run(local_run: Path, tmp_path: Path) -> None:
+    root = from_local_run(tmp_path / "wf", local_run)
     cmd, env = slurm_run(root, TARGET)
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cancelled = cancel_mid_shard(root)
@@ -174,7 +192,8 @@ def finished_outputs(root: Path) -> dict[Path, int]:
 def test_killed_controller_rerun_finishes_only_unfinished_work(local_run: Path, tmp_path: Path) -> None:
     """SIGKILL the controller mid-shard (its lock stays behind, its jobs run on); the same
     command run again takes over the lock, reruns only what was not finished, and gives
-    the local run's numbers."""
+    the local run's numbers. (From the start: what finished before the kill must be what the
+    killed controller recorded, the persons and task files.)"""
     root = copy_workflow(tmp_path / "wf")
     (root / "resources").symlink_to(local_run / "resources")
     cmd, env = slurm_run(root, TARGET)
@@ -203,12 +222,7 @@ def test_job_over_its_memory_is_retried_with_more(local_run: Path, tmp_path: Pat
     """One inference shard with the first attempt's memory set below what the job needs:
     SLURM kills it, Snakemake resubmits it with more (the profile scales ``mem_mb`` by
     attempt) and the shard equals the local run's."""
-    root = copy_workflow(tmp_path / "wf")
-    (root / "resources").symlink_to(local_run / "resources")
-    for name in ("persons.parquet", "ACSIncome.parquet"):  # the shard's inputs, as the local run left them
-        target = root / "results" / "riskscores" / "data" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(local_run / "results" / "riskscores" / "data" / name, target)
+    root = from_local_run(tmp_path / "wf", local_run)
     shard = "results/riskscores/scores/shards/tiny-gpt2/ACSIncome/multiple_choice/0.parquet"
     cmd, env = slurm_run(root, shard, UNSURE_SLURM_MEM_MB="400")
     run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1200)
