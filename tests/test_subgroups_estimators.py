@@ -150,10 +150,10 @@ def test_each_protocol_reports_the_other_eb_beside_it() -> None:
 
 
 def test_protocol_sets_the_binary_variance() -> None:
-    from unsure.subgroups.evaluate import Protocol
+    from unsure.subgroups.evaluate import EvaluationSettings
 
-    assert Protocol.from_params({"protocol": "corrected"}).binary_variance == "laplace"
-    assert Protocol.from_params({}).binary_variance == "plugin"
+    assert EvaluationSettings.from_params({"protocol": "corrected"}).binary_variance == "laplace"
+    assert EvaluationSettings.from_params({}).binary_variance == "plugin"
 
 
 def _uninformative_case(seed: int, units: int = 60, n: int = 40) -> tuple[Floats, Floats, Floats, Ints]:

@@ -12,7 +12,7 @@ import pytest
 
 from unsure.report import save_figure, write_table
 from unsure.subgroups.estimators import SRSettings
-from unsure.subgroups.evaluate import Pool, Protocol, evaluate, run_repetition
+from unsure.subgroups.evaluate import EvaluationSettings, Pool, evaluate, run_repetition
 from unsure.subgroups.features import Prepared, prepare
 from unsure.subgroups.generate import generate
 from unsure.subgroups.plots import write_figures
@@ -29,7 +29,7 @@ from unsure.subgroups.tables import (
 )
 
 OPTIONS = {"embedding_dim": 6, "max_clusters": 6, "min_cluster_rows": 30, "min_intersection_rows": 20, "seed": 0}
-PROTOCOL = Protocol(repetitions=3, equal_sizes=(10, 20), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=7)
+PROTOCOL = EvaluationSettings(repetitions=3, equal_sizes=(10, 20), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=7)
 
 
 def _prepared(source: str, models: list[str], rows: int, subgroups: int) -> Prepared:
@@ -126,11 +126,12 @@ def test_estimates_cover_designs_metrics_and_methods(
 
 
 def test_protocol_from_config_params() -> None:
-    p = Protocol.from_params({"repetitions": 5, "equal_sizes": [10], "sr_trees": [5], "sr_depths": [2], "folds": 3})
+    params = {"repetitions": 5, "equal_sizes": [10], "sr_trees": [5], "sr_depths": [2], "folds": 3}
+    p = EvaluationSettings.from_params(params)
     assert p.repetitions == 5 and p.equal_sizes == (10,) and p.sr.trees == (5,) and p.sr.cv_folds == 3
     assert p.designs == ["proportional", "equal-10"]
     with pytest.raises(ValueError, match="unknown protocol parameter"):
-        Protocol.from_params({"repetition": 5})
+        EvaluationSettings.from_params({"repetition": 5})
 
 
 def test_tables_summarise_units_and_ratios(
@@ -195,7 +196,7 @@ def test_each_dataset_is_fitted_on_its_own_units() -> None:
     rows = prepared.rows.copy()
     other = rows["dataset"].astype(str) == datasets[-1]
     rows.loc[other, "accuracy"] = 1 - rows.loc[other, "accuracy"]  # same draws (sizes), other outcomes
-    protocol = Protocol(repetitions=1, equal_sizes=(), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=3)
+    protocol = EvaluationSettings(repetitions=1, equal_sizes=(), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=3)
     pool = Pool(prepared)
     runs = [run_repetition(p, protocol, 0) for p in (pool, Pool(Prepared(rows=rows, units=prepared.units)))]
     first = pool.units.index[pool.units["dataset"].astype(str) == datasets[0]]

@@ -33,6 +33,9 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=
 """A name used as a path component: model names, zoo names."""
 
 PositiveInt = Annotated[int, Field(ge=1)]
+Protocol = Literal["paper", "corrected"]
+"""Each study's ``protocol``: ``paper``, the authors' released code to the digit, or ``corrected``,
+ours (``../shared/DESIGN.md``). The one declaration of the two words; every room takes this type."""
 Seed = Annotated[int, Field(ge=0)]
 
 ZOO_DIR = "resources/models"
@@ -376,7 +379,7 @@ class RiskAnalysis(Strict):
 class Riskscores(Study):
     """LLMs as risk scores on ACS PUMS tasks (folktexts)."""
 
-    protocol: Literal["paper", "corrected"] = "corrected"
+    protocol: Protocol = "corrected"
     """``paper``: the prompts folktexts builds (its header, ``Information:`` block, value words,
     questions and options; plain text for instruct models too) and its threshold rule (maximise
     balanced accuracy); ``corrected``: ours (Census dictionary words, questions from the Census
@@ -488,7 +491,7 @@ class Nextword(Study):
     """Passages (``text_id``) studied; empty: all of them."""
     oracle_splits: PositiveInt = 20
     ece_bins: PositiveInt = 10
-    protocol: Literal["paper", "corrected"] = "corrected"
+    protocol: Protocol = "corrected"
     """``paper``: Table 1 as the authors' code computes it (``unsure.nextword.paper``: ECE with 1.0 in no
     bin, raw corpus word, first-in-list ties, 20-vs-rest oracle with ``random.seed`` per position, last
     position dropped); ``corrected``: ours. Both are metric-level: the choice is which values Table 1 shows,
@@ -588,7 +591,7 @@ class LabelbiasLora(Strict):
 class Labelbias(Study):
     """Label bias of LLM classifiers on SUPER-NATURALINSTRUCTIONS."""
 
-    protocol: Literal["paper", "corrected"] = "corrected"
+    protocol: Protocol = "corrected"
     """``paper``: the authors' released code where it differs from ours (domain-context inputs
     built per input-template part, ``Input: .`` for an empty input, the paper's 18 tasks with
     semantically equivalent labels in Fig. 4, macro-F1 over gold labels, and the tables' and
@@ -714,7 +717,7 @@ class Subgroups(Study):
     """Cross-fitting folds (and cross-validation folds of the synthetic regression)."""
     lasso_lambdas: PositiveInt = 20
     """Length of the λ path of the structured (Lasso) regression."""
-    protocol: Literal["paper", "corrected"] = "corrected"
+    protocol: Protocol = "corrected"
     """σ̂² of an accuracy: ``Z(1 − Z)/n`` as the paper (``paper``; zero, hence an unshrunk EB with a
     zero-width interval, when every sampled row agrees) or with Z̃ = (nZ + 1)/(n + 2) in place of Z
     (``corrected``, never zero). The other protocol's EB is reported beside it (``EB-paper`` /
@@ -773,7 +776,7 @@ class Decisionrisk(Study):
     """Confidence level of the relative risk ratio's interval."""
     chunk_rows: PositiveInt = 256
     """Rows per checkpointed chunk of a generative inference shard."""
-    protocol: Literal["paper", "corrected"] = "corrected"
+    protocol: Protocol = "corrected"
     """``paper``: the paper's rules (Calibrator trained original-vs-injected per injection function);
     ``corrected``: the same plus ``Calibrator-correct``, a Calibrator of the selection's correctness."""
 

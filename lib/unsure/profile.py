@@ -21,7 +21,6 @@ import warnings
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
-from typing import Literal
 
 import matplotlib
 
@@ -38,14 +37,13 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from scipy import stats
 
+from unsure.config import Protocol
 from unsure.decisionrisk.evaluate import headline as decisionrisk_headline
 from unsure.labelbias.evaluate import headline as labelbias_headline
 from unsure.nextword.study import headline as nextword_headline
 from unsure.report import save_figure, write_table
 from unsure.riskscores.tables import headline as riskscores_headline
 from unsure.subgroups.tables import headline as subgroups_headline
-
-Protocol = Literal["paper", "corrected"]
 
 log = logging.getLogger(__name__)
 

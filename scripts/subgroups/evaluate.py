@@ -2,12 +2,12 @@
 
 from unsure.io import write_parquet
 from unsure.logs import logged
-from unsure.subgroups.evaluate import Protocol, evaluate
+from unsure.subgroups.evaluate import EvaluationSettings, evaluate
 from unsure.subgroups.features import read_prepared
 
 with logged(snakemake.log[0]) as log:
     prepared = read_prepared(snakemake.input.rows, snakemake.input.units)
-    protocol = Protocol.from_params(snakemake.params.protocol)
+    protocol = EvaluationSettings.from_params(snakemake.params.protocol)
     log.info("%s: %d repetitions on %d workers", snakemake.wildcards.source, protocol.repetitions, snakemake.threads)
     estimates, problems, importance = evaluate(prepared, protocol, n_jobs=snakemake.threads)
     write_parquet(snakemake.output.estimates, estimates)

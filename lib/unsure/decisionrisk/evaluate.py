@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.decisionrisk.data import ORIGINAL
 from unsure.decisionrisk.metrics import (
     composite_risk,
@@ -22,7 +23,7 @@ from unsure.decisionrisk.metrics import (
     significance_vs_random,
     stars,
 )
-from unsure.decisionrisk.rules import NONE, RULES, DecisionProtocol, ForestSettings, decide, features, fit_rules
+from unsure.decisionrisk.rules import NONE, RULES, ForestSettings, decide, features, fit_rules
 
 INSTANCE_COLUMNS = ["row_id", "split", "injection", "answerable", "prompt", "choices", "label", "category"]
 
@@ -55,7 +56,7 @@ def decide_benchmark(
     injections: Sequence[str],
     forest: ForestSettings | None = None,
     seed: int = 0,
-    protocol: DecisionProtocol = "paper",
+    protocol: Protocol = "paper",
 ) -> pd.DataFrame:
     """Fit every rule on the encoder's training rows and decide on every model's validation rows.
 
@@ -254,7 +255,7 @@ def headline(
     table1_path: str | os.PathLike[str],
     table2_path: str | os.PathLike[str],
     *,
-    protocol: DecisionProtocol,
+    protocol: Protocol,
 ) -> pd.DataFrame:
     """Risk-adjusted accuracy and composite risk of every generative model per benchmark, read from
     ``tables/table1.csv`` and ``tables/table2.csv``: the study's numbers in the cross-study profile

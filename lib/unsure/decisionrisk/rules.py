@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,12 +35,12 @@ import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.metrics import roc_curve
 
+from unsure.config import Protocol
 from unsure.decisionrisk.data import ORIGINAL
 
 RULES = ("Random", "ConfStd", "Calibrator", "DwD", "Calibrator-correct")
 CORRECTNESS_CALIBRATOR = "Calibrator-correct"
 """The extra rule of the ``corrected`` protocol: P(the selection is right), original instances only."""
-DecisionProtocol = Literal["paper", "corrected"]
 NONE = "none"
 """``trained_on`` of a rule that does not learn from injected instances."""
 
@@ -156,7 +155,7 @@ def fit_rules(
     *,
     forest: ForestSettings | None = None,
     seed: int = 0,
-    protocol: DecisionProtocol = "paper",
+    protocol: Protocol = "paper",
 ) -> FittedRules:
     """Fit ConfStd, Calibrator and DwD on training features (:func:`features`) with an ``injection`` column.
 

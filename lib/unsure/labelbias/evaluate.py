@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.labelbias import calibration, metrics
 
 METHODS = ("none", "cc", "dc", "looc", "lora")
@@ -217,7 +217,7 @@ def subgroups_instances(probs: pd.DataFrame, items: pd.DataFrame, *, k: int, s: 
 MITIGATION_NAMES = {"cc": "CC", "dc": "DC", "looc": "LOOC", "lora": "LoRA"}
 
 
-def headline(summary_path: str | os.PathLike[str], *, protocol: Literal["paper", "corrected"]) -> pd.DataFrame:
+def headline(summary_path: str | os.PathLike[str], *, protocol: Protocol) -> pd.DataFrame:
     """BiasScore and RSD of each model without mitigation and under its best mitigation, read from
     ``tables/summary.csv`` (all tasks, ``protocol``'s label scoring): the study's numbers in the
     cross-study profile (:mod:`unsure.profile`).

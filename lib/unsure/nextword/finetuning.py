@@ -6,13 +6,14 @@ import os
 import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
+from unsure.config import Protocol
 from unsure.engine.finetune import Example
 from unsure.engine.identity import local_device
 from unsure.nextword._tables import KEY, require
@@ -75,7 +76,7 @@ def _final_norm(model: nn.Module) -> nn.Module:
     raise ValueError(f"{type(model).__name__}: no final norm (ln_f / norm) found")
 
 
-def unfreeze(model: nn.Module, protocol: Literal["paper", "corrected"], blocks: int = 2) -> int:
+def unfreeze(model: nn.Module, protocol: Protocol, blocks: int = 2) -> int:
     """Freeze everything, then unfreeze what appendix F trains; return the number of trainable parameters.
 
     ``paper``: what the authors' ``fine_tuning.py`` unfreezes, the LayerNorms
@@ -103,9 +104,7 @@ def unfreeze(model: nn.Module, protocol: Literal["paper", "corrected"], blocks: 
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def lm_batch(
-    tok: Any, texts: list[str], *, max_length: int, protocol: Literal["paper", "corrected"]
-) -> dict[str, torch.Tensor]:
+def lm_batch(tok: Any, texts: list[str], *, max_length: int, protocol: Protocol) -> dict[str, torch.Tensor]:
     """Inputs of a language-modelling batch: ``BOS + " " + text``, right-padded with EOS to ``max_length``.
 
     ``paper``: the labels are the input ids, padding included (the authors'
@@ -141,7 +140,7 @@ def finetune_lm(
     validation_texts: list[str],
     out_dir: str | os.PathLike[str],
     *,
-    protocol: Literal["paper", "corrected"],
+    protocol: Protocol,
     settings: Mapping[str, Any],
     revision: str | None = None,
 ) -> pd.DataFrame:

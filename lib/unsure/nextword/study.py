@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.nextword import paper
 from unsure.nextword._tables import KEY, require
 from unsure.nextword.data import corpus_targets, read_norms, typed_responses
@@ -452,9 +452,7 @@ def _system_of(system: str, models: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
-def headline(
-    table1_path: str | os.PathLike[str], models: Sequence[str], *, protocol: Literal["paper", "corrected"]
-) -> pd.DataFrame:
+def headline(table1_path: str | os.PathLike[str], models: Sequence[str], *, protocol: Protocol) -> pd.DataFrame:
     """Expected TVD to all human responses of each of ``models``' systems, read from ``tables/table1.csv``
     (the values of ``protocol``, ``studies.nextword.protocol``): the study's number in the cross-study
     profile (:mod:`unsure.profile`). It is the study's calibration measure: how far the model's

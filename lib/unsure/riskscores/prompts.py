@@ -35,18 +35,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.riskscores import paper
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.paper import Questions
 from unsure.riskscores.tasks import FOLKTABLES, Task
 from unsure.riskscores.text import frame_text
 
-Protocol = Literal["paper", "corrected"]
 PROTOCOLS: tuple[Protocol, ...] = ("paper", "corrected")
 LETTERS = ("A", "B")
 NUMERIC_PREFIX = "Answer (between 0 and 1): 0."

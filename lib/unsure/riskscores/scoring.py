@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.engine import ChoiceRequest, Engine
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.prompts import (
     LETTERS,
-    Protocol,
     Shot,
     build_prompt,
     numeric_label,

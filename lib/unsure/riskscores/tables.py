@@ -10,12 +10,12 @@ from typing import Any
 
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.riskscores.baselines import BASELINES
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.metrics import evaluate, fit_threshold
 from unsure.riskscores.printed import METRICS as PRINTED_METRICS
 from unsure.riskscores.printed import printed_values
-from unsure.riskscores.prompts import Protocol
 from unsure.riskscores.text import value_text
 
 KEYS = ["model", "task", "prompting"]

@@ -68,7 +68,6 @@ class UnitStats:
 
 
 BinaryVariance = Literal["plugin", "laplace"]
-SubgroupsProtocol = Literal["paper", "corrected"]
 PROTOCOL_VARIANCE: dict[str, BinaryVariance] = {"paper": "plugin", "corrected": "laplace"}
 """The σ̂² of a 0/1 mean under each protocol."""
 EB_VARIANTS = {"plugin": "EB-paper", "laplace": "EB-corrected"}

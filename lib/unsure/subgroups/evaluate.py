@@ -43,12 +43,12 @@ import pandas as pd
 from joblib import Parallel, delayed
 from threadpoolctl import threadpool_limits
 
+from unsure.config import Protocol
 from unsure.subgroups.estimators import (
     PROTOCOL_VARIANCE,
     BinaryVariance,
     ProblemResult,
     SRSettings,
-    SubgroupsProtocol,
     crossfit_sr,
     estimate_problem,
 )
@@ -61,7 +61,7 @@ LOG = logging.getLogger("unsure.subgroups")
 
 
 @dataclass(frozen=True)
-class Protocol:
+class EvaluationSettings:
     """Everything the protocol draws and fits by; ``seed`` makes a run reproducible."""
 
     repetitions: int = 1000
@@ -72,7 +72,7 @@ class Protocol:
     folds: int = 2
     sr: SRSettings = field(default_factory=SRSettings)
     lasso_lambdas: int = 20
-    protocol: SubgroupsProtocol = "paper"
+    protocol: Protocol = "paper"
     """``paper``: plug-in σ̂² of a 0/1 mean, as the paper; ``corrected``: Laplace-smoothed (never zero)."""
     seed: int = 0
 
@@ -81,7 +81,7 @@ class Protocol:
         return PROTOCOL_VARIANCE[self.protocol]
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> Protocol:
+    def from_params(cls, params: Mapping[str, Any]) -> EvaluationSettings:
         """Build from the config's ``studies.subgroups`` keys (``sr_*`` fill the SR settings)."""
         p = dict(params)
         sr = SRSettings(
@@ -145,7 +145,7 @@ class Pool:
         pair = self.units["dataset"].astype(str) + "\x1f" + self.units["subgroup"].astype(str)
         self.pair: Ints = np.unique(pair.to_numpy(), return_inverse=True)[1].astype(np.int64)
 
-    def sizes(self, design: str, protocol: Protocol) -> list[Ints]:
+    def sizes(self, design: str, protocol: EvaluationSettings) -> list[Ints]:
         """Rows to draw per subgroup of each dataset (0: subgroup left out)."""
         out = []
         for ds in self.datasets:
@@ -195,7 +195,7 @@ SEPARATE = {"EB": "EB-separate", "SR": "SR-separate"}
 
 
 def _fit(
-    pool: Pool, draw: _Draw, present: Ints, folds: Ints, metric: str, protocol: Protocol, seed: int
+    pool: Pool, draw: _Draw, present: Ints, folds: Ints, metric: str, protocol: EvaluationSettings, seed: int
 ) -> ProblemResult:
     """Every estimator on the units ``present`` (their rows of ``draw``), cross-fitted over ``folds``."""
     remap = np.full(len(pool.units), -1, dtype=np.int64)
@@ -240,7 +240,7 @@ def _frame(
 
 
 def run_repetition(
-    pool: Pool, protocol: Protocol, rep: int, *, skipped: list[tuple[str, str]] | None = None
+    pool: Pool, protocol: EvaluationSettings, rep: int, *, skipped: list[tuple[str, str]] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One repetition: (estimates, problem diagnostics, LOCO importance) frames.
 
@@ -318,7 +318,7 @@ def _loco(
     z: Floats,
     truth: Floats,
     folds: Ints,
-    protocol: Protocol,
+    protocol: EvaluationSettings,
     seed: int,
     fixed: dict[int, tuple[int, int]],
     rep: int,
@@ -341,7 +341,7 @@ def _chunks(n: int, parts: int) -> Iterator[range]:
 
 
 def _run_chunk(
-    pool: Pool, protocol: Protocol, reps: range
+    pool: Pool, protocol: EvaluationSettings, reps: range
 ) -> tuple[list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]], list[tuple[str, str]]]:
     """The repetitions ``reps``, and the (design, dataset) each skipped (a worker's log is not the job's)."""
     skipped: list[tuple[str, str]] = []
@@ -359,7 +359,7 @@ def _label(pool: Pool, frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame.drop(columns="unit").reset_index(drop=True), meta], axis=1)
 
 
-def _warn_empty(pool: Pool, protocol: Protocol) -> None:
+def _warn_empty(pool: Pool, protocol: EvaluationSettings) -> None:
     """Name, once per run, the subgroups a design draws no rows from: they get no estimate (NA in the tables)."""
     for design in protocol.designs:
         need = "" if design == "proportional" else f" (fewer than {4 * int(design.removeprefix('equal-'))} rows)"
@@ -380,7 +380,7 @@ def _warn_empty(pool: Pool, protocol: Protocol) -> None:
 
 
 def evaluate(
-    prepared: Prepared, protocol: Protocol, *, n_jobs: int = 1
+    prepared: Prepared, protocol: EvaluationSettings, *, n_jobs: int = 1
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every repetition (in parallel over ``n_jobs`` workers): estimates, problems, importance."""
     pool = Pool(prepared)

@@ -14,11 +14,11 @@ import logging
 import os
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.report import write_table
 from unsure.subgroups.schema import CONTINUOUS_METRICS
 
@@ -279,7 +279,7 @@ def write_tables(
 def headline(
     unit_metrics_path: str | os.PathLike[str],
     *,
-    protocol: Literal["paper", "corrected"],
+    protocol: Protocol,
     stand_ins: Collection[str],
 ) -> pd.DataFrame:
     """EB's error against DT's on each model's per-instance results, read from
