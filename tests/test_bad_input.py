@@ -311,13 +311,15 @@ def _subgroups_file(kit: Kit, tmp: Path, frame: pd.DataFrame) -> object:
 def _subgroups_equal_design_too_big(kit: Kit, tmp: Path) -> object:
     """Equal draws of 150 rows need subgroups of 600 rows; the generated ones have 600 rows in all."""
     from unsure.subgroups.estimators import SRSettings
-    from unsure.subgroups.evaluate import Protocol, evaluate
+    from unsure.subgroups.evaluate import EvaluationSettings, evaluate
     from unsure.subgroups.features import prepare
 
     prepared = prepare(kit.instances, "labelbias", embedding_dim=4, max_clusters=4, min_cluster_rows=20,
                        min_intersection_rows=20, seed=0)  # fmt: skip
-    protocol = Protocol(repetitions=1, equal_sizes=(10, 150), sr=SRSettings(trees=(5,), depths=(1,)), lasso_lambdas=3)
-    estimates, _, _ = evaluate(prepared, protocol)
+    settings = EvaluationSettings(
+        repetitions=1, equal_sizes=(10, 150), sr=SRSettings(trees=(5,), depths=(1,)), lasso_lambdas=3
+    )
+    estimates, _, _ = evaluate(prepared, settings)
     return estimates
 
 
