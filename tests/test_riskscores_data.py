@@ -148,9 +148,13 @@ def test_few_shot_examples_are_balanced_and_fixed_by_the_seed() -> None:
             "label": [i % 4 == 0 for i in range(40)],
         }
     )
-    shots = draw_shots(train, 4, seed=1)
+
+    def texts(frame: pd.DataFrame) -> pd.Series:
+        return frame["text"]
+
+    shots = draw_shots(train, 4, seed=1, texts=texts)
     assert sorted(s.label for s in shots) == [0, 0, 1, 1]
-    assert shots == draw_shots(train.sample(frac=1, random_state=0), 4, seed=1)
-    assert shots != draw_shots(train, 4, seed=2)
+    assert shots == draw_shots(train.sample(frac=1, random_state=0), 4, seed=1, texts=texts)
+    assert shots != draw_shots(train, 4, seed=2, texts=texts)
     prompt = build_prompt(FOLKTABLES["ACSIncome"], "- X is: y.", "multiple_choice", 0, year=2018, shots=shots)
     assert prompt.count("Answer: B\n\n") == 2 and prompt.count("Answer: A\n\n") == 2

@@ -7,9 +7,9 @@ from unsure.subgroups.features import read_prepared
 
 with logged(snakemake.log[0]) as log:
     prepared = read_prepared(snakemake.input.rows, snakemake.input.units)
-    protocol = EvaluationSettings.from_params(snakemake.params.protocol)
-    log.info("%s: %d repetitions on %d workers", snakemake.wildcards.source, protocol.repetitions, snakemake.threads)
-    estimates, problems, importance = evaluate(prepared, protocol, n_jobs=snakemake.threads)
+    settings = EvaluationSettings.from_params(snakemake.params.protocol)
+    log.info("%s: %d repetitions on %d workers", snakemake.wildcards.source, settings.repetitions, snakemake.threads)
+    estimates, problems, importance = evaluate(prepared, settings, n_jobs=snakemake.threads)
     write_parquet(snakemake.output.estimates, estimates)
     write_parquet(snakemake.output.problems, problems)
     write_parquet(snakemake.output.importance, importance)

@@ -144,13 +144,10 @@ class Shot:
     label: int
 
 
-def draw_shots(
-    train: pd.DataFrame, k: int, seed: int, texts: Callable[[pd.DataFrame], pd.Series] | None = None
-) -> list[Shot]:
+def draw_shots(train: pd.DataFrame, k: int, seed: int, texts: Callable[[pd.DataFrame], pd.Series]) -> list[Shot]:
     """``k`` training rows with balanced labels (the extra one positive when ``k`` is odd),
-    drawn and shuffled with ``seed``; ``train`` needs ``row_id`` and ``label``, and ``text``
-    unless ``texts`` writes the drawn rows' text (a training split of millions of rows is
-    then never written out whole)."""
+    drawn and shuffled with ``seed``; ``train`` needs ``row_id`` and ``label``, and ``texts``
+    writes the drawn rows' text (a training split of millions of rows is never written out whole)."""
     if k == 0:
         return []
     rng = np.random.default_rng(seed)
@@ -163,8 +160,7 @@ def draw_shots(
         picks.append(pool.iloc[rng.choice(len(pool), n, replace=False)])
     chosen = pd.concat(picks)
     chosen = chosen.iloc[rng.permutation(len(chosen))]
-    text = chosen["text"] if texts is None else texts(chosen)
-    return [Shot(str(t), int(y)) for t, y in zip(text, chosen["label"], strict=True)]
+    return [Shot(str(t), int(y)) for t, y in zip(texts(chosen), chosen["label"], strict=True)]
 
 
 def _shot_block(task: Task, shot: Shot, kind: str, order: int) -> str:

@@ -145,15 +145,15 @@ class Pool:
         pair = self.units["dataset"].astype(str) + "\x1f" + self.units["subgroup"].astype(str)
         self.pair: Ints = np.unique(pair.to_numpy(), return_inverse=True)[1].astype(np.int64)
 
-    def sizes(self, design: str, protocol: EvaluationSettings) -> list[Ints]:
+    def sizes(self, design: str, settings: EvaluationSettings) -> list[Ints]:
         """Rows to draw per subgroup of each dataset (0: subgroup left out)."""
         out = []
         for ds in self.datasets:
             size = ds.group_rows
             if design == "proportional":
-                eligible = size[size >= protocol.floor_subgroup_rows]
+                eligible = size[size >= settings.floor_subgroup_rows]
                 anchor = eligible.min() if len(eligible) else size.max()
-                frac = protocol.min_eval_rows / anchor
+                frac = settings.min_eval_rows / anchor
                 n = np.minimum(size, np.maximum(2, np.ceil(frac * size - 1e-9).astype(np.int64)))
             else:
                 k = int(design.removeprefix("equal-"))
@@ -195,7 +195,7 @@ SEPARATE = {"EB": "EB-separate", "SR": "SR-separate"}
 
 
 def _fit(
-    pool: Pool, draw: _Draw, present: Ints, folds: Ints, metric: str, protocol: EvaluationSettings, seed: int
+    pool: Pool, draw: _Draw, present: Ints, folds: Ints, metric: str, settings: EvaluationSettings, seed: int
 ) -> ProblemResult:
     """Every estimator on the units ``present`` (their rows of ``draw``), cross-fitted over ``folds``."""
     remap = np.full(len(pool.units), -1, dtype=np.int64)
@@ -208,11 +208,11 @@ def _fit(
         len(present),
         folds,
         binary=is_binary(metric),
-        alpha=protocol.alpha,
-        sr=protocol.sr,
-        lasso_lambdas=protocol.lasso_lambdas,
+        alpha=settings.alpha,
+        sr=settings.sr,
+        lasso_lambdas=settings.lasso_lambdas,
         seed=seed,
-        variance=protocol.binary_variance,
+        variance=settings.binary_variance,
     )
 
 
@@ -240,7 +240,7 @@ def _frame(
 
 
 def run_repetition(
-    pool: Pool, protocol: EvaluationSettings, rep: int, *, skipped: list[tuple[str, str]] | None = None
+    pool: Pool, settings: EvaluationSettings, rep: int, *, skipped: list[tuple[str, str]] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One repetition: (estimates, problem diagnostics, LOCO importance) frames.
 
@@ -254,28 +254,28 @@ def run_repetition(
     ``skipped``, appended there as (design, dataset) for :func:`evaluate` to count
     over the repetitions (one line per job, not one per repetition).
     """
-    rng = np.random.default_rng([protocol.seed, rep])
+    rng = np.random.default_rng([settings.seed, rep])
     estimates: list[pd.DataFrame] = []
     problems: list[dict[str, object]] = []
     importance: list[pd.DataFrame] = []
     dataset_of = pool.units["dataset"].astype(str).to_numpy()
     model_of = pool.units["model"].astype(str).to_numpy()
-    for design in protocol.designs:
-        draw = _draw(pool, pool.sizes(design, protocol), rng)
+    for design in settings.designs:
+        draw = _draw(pool, pool.sizes(design, settings), rng)
         drawn = np.unique(draw.unit)
         seed = int(rng.integers(2**31 - 1))
         metrics = pool.metrics if design == "proportional" else [m for m in pool.metrics if is_binary(m)]
         for dataset in sorted(set(dataset_of[drawn])):
             present = drawn[dataset_of[drawn] == dataset]
-            folds = _folds(pool, present, protocol.folds, rng)
-            if len(np.unique(folds)) < protocol.folds:
+            folds = _folds(pool, present, settings.folds, rng)
+            if len(np.unique(folds)) < settings.folds:
                 if skipped is None:
                     LOG.warning("rep %d, %s, dataset %r: fewer subgroups than folds, skipped", rep, design, dataset)
                 else:
                     skipped.append((design, dataset))
                 continue
             for metric in metrics:
-                res = _fit(pool, draw, present, folds, metric, protocol, seed)
+                res = _fit(pool, draw, present, folds, metric, settings, seed)
                 truth = pool.units[f"truth_{metric}"].to_numpy()[present]
                 estimates += _frame(rep, design, metric, present, truth, res, {m: m for m in res.estimates})
                 mom = res.ebci.moments
@@ -298,12 +298,12 @@ def run_repetition(
                 if design != "proportional" or not is_binary(metric):
                     continue
                 fixed = {k: (f.depth, f.trees) for k, f in res.sr_fits.items() if f.booster is not None}
-                importance.append(_loco(pool, present, res.stats.z, truth, folds, protocol, seed, fixed, rep))
+                importance.append(_loco(pool, present, res.stats.z, truth, folds, settings, seed, fixed, rep))
                 for model in sorted(set(model_of[present])):
                     mine = model_of[present] == model
-                    if len(np.unique(folds[mine])) < protocol.folds:
+                    if len(np.unique(folds[mine])) < settings.folds:
                         continue
-                    alone = _fit(pool, draw, present[mine], folds[mine], metric, protocol, seed)
+                    alone = _fit(pool, draw, present[mine], folds[mine], metric, settings, seed)
                     estimates += _frame(rep, design, metric, present[mine], truth[mine], alone, SEPARATE)
     return (
         pd.concat(estimates, ignore_index=True) if estimates else pd.DataFrame(),
@@ -318,7 +318,7 @@ def _loco(
     z: Floats,
     truth: Floats,
     folds: Ints,
-    protocol: EvaluationSettings,
+    settings: EvaluationSettings,
     seed: int,
     fixed: dict[int, tuple[int, int]],
     rep: int,
@@ -329,7 +329,7 @@ def _loco(
     out = []
     for left_out in ("none", *COVARIATES):
         keep = groups != left_out
-        pred, _ = crossfit_sr(X[:, keep], z, folds, protocol.sr, seed=seed, fixed=fixed)
+        pred, _ = crossfit_sr(X[:, keep], z, folds, settings.sr, seed=seed, fixed=fixed)
         out.append(pd.DataFrame({"rep": rep, "unit": present, "left_out": left_out, "sq_error": (pred - truth) ** 2}))
     return pd.concat(out, ignore_index=True)
 
@@ -341,12 +341,12 @@ def _chunks(n: int, parts: int) -> Iterator[range]:
 
 
 def _run_chunk(
-    pool: Pool, protocol: EvaluationSettings, reps: range
+    pool: Pool, settings: EvaluationSettings, reps: range
 ) -> tuple[list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]], list[tuple[str, str]]]:
     """The repetitions ``reps``, and the (design, dataset) each skipped (a worker's log is not the job's)."""
     skipped: list[tuple[str, str]] = []
     with threadpool_limits(limits=1):
-        return [run_repetition(pool, protocol, r, skipped=skipped) for r in reps], skipped
+        return [run_repetition(pool, settings, r, skipped=skipped) for r in reps], skipped
 
 
 def _label(pool: Pool, frame: pd.DataFrame) -> pd.DataFrame:
@@ -359,11 +359,11 @@ def _label(pool: Pool, frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame.drop(columns="unit").reset_index(drop=True), meta], axis=1)
 
 
-def _warn_empty(pool: Pool, protocol: EvaluationSettings) -> None:
+def _warn_empty(pool: Pool, settings: EvaluationSettings) -> None:
     """Name, once per run, the subgroups a design draws no rows from: they get no estimate (NA in the tables)."""
-    for design in protocol.designs:
+    for design in settings.designs:
         need = "" if design == "proportional" else f" (fewer than {4 * int(design.removeprefix('equal-'))} rows)"
-        for ds, n in zip(pool.datasets, pool.sizes(design, protocol), strict=True):
+        for ds, n in zip(pool.datasets, pool.sizes(design, settings), strict=True):
             empty = np.flatnonzero(n == 0)
             if len(empty):
                 names = pool.units["subgroup"].to_numpy()[ds.unit[0, empty]]
@@ -380,16 +380,16 @@ def _warn_empty(pool: Pool, protocol: EvaluationSettings) -> None:
 
 
 def evaluate(
-    prepared: Prepared, protocol: EvaluationSettings, *, n_jobs: int = 1
+    prepared: Prepared, settings: EvaluationSettings, *, n_jobs: int = 1
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every repetition (in parallel over ``n_jobs`` workers): estimates, problems, importance."""
     pool = Pool(prepared)
-    _warn_empty(pool, protocol)
-    chunks = list(_chunks(protocol.repetitions, max(1, n_jobs) * 4))
+    _warn_empty(pool, settings)
+    chunks = list(_chunks(settings.repetitions, max(1, n_jobs) * 4))
     results: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     skipped: Counter[tuple[str, str]] = Counter()
     parallel = Parallel(n_jobs=n_jobs, return_as="generator")
-    for i, (part, skips) in enumerate(parallel(delayed(_run_chunk)(pool, protocol, c) for c in chunks)):
+    for i, (part, skips) in enumerate(parallel(delayed(_run_chunk)(pool, settings, c) for c in chunks)):
         results += part
         skipped.update(skips)
         LOG.info("repetitions: %d of %d chunks done", i + 1, len(chunks))
@@ -398,9 +398,9 @@ def evaluate(
             "design %s, dataset %r: fewer subgroups than folds (%d) in %d of %d repetitions, skipped there",
             design,
             dataset,
-            protocol.folds,
+            settings.folds,
             n,
-            protocol.repetitions,
+            settings.repetitions,
         )
     est, prob, imp = (pd.concat([r[i] for r in results], ignore_index=True) for i in range(3))
     for col in ("design", "metric", "method"):
