@@ -51,3 +51,19 @@ def test_a_library_warning_repeated_on_every_call_is_logged_once_with_a_count(
     text = log.read_text()
     assert text.count("FutureWarning: `old_name` is deprecated") == 2, text  # the warning, and its count
     assert "repeated 49 more time(s), not logged: " in text.splitlines()[-1]
+
+
+def test_a_job_freezes_its_imports_and_then_its_own_objects_out_of_the_collector(
+    tmp_path: Path, restore_logging: None
+) -> None:
+    """The interpreter's last collection walked every object of torch and transformers (about
+    2 s of each job that imports them): what exists when the job starts and what it made are frozen."""
+    gc.unfreeze()
+    try:
+        with logged(tmp_path / "job.log"):
+            at_start = gc.get_freeze_count()
+            made = [[n] for n in range(10_000)]
+        assert at_start > 0
+        assert gc.get_freeze_count() >= at_start + len(made)
+    finally:
+        gc.unfreeze()
