@@ -58,11 +58,20 @@ def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path, d
     scored = (checkout / SHARD).read_bytes()
 
     # Ctrl-C to the controller once the job has written its output but not yet ended: Snakemake
-    # leaves the output marked incomplete and deletes it before the rerun's job starts.
+    # leaves the output marked incomplete and deletes it before the rerun's job starts. The job's
+    # end is held back 5 s (a sitecustomize in its environment) so that the interrupt lands in
+    # it: a job ends within a second of writing its output, and an interrupt that reaches the
+    # controller after that, while it logs the job's end, is swallowed (the run exits 0).
     out = checkout / SHARD
     cmd = [SNAKEMAKE, SHARD, "--configfile", str(grown), "--cores", "1", "--forcerun", "riskscores_infer"]
     out.unlink()
-    proc = subprocess.Popen(cmd, cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hold = checkout / "hold-job-ends"
+    hold.mkdir()
+    (hold / "sitecustomize.py").write_text(
+        "import atexit, sys, time\nif '.snakemake/scripts/' in sys.argv[0]:\n    atexit.register(time.sleep, 5)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hold), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
