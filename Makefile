@@ -51,6 +51,16 @@ pytest: $(STAMP)
 	$(BIN)/pytest
 
 # The demo first: pytest then checks its results (tests/demo) and writes its report
-# (tests/test_report.py) instead of building another demo.
-test: lint dryrun demo
-	UNSURE_DEMO_RESULTS=results $(BIN)/pytest
+# (tests/test_report.py) instead of building another demo. The SLURM tests wait on the
+# cluster's polling far more than they compute, so they run beside the demo (their output
+# follows it). The other tests wait on processes too: they run two at a time (pytest-xdist),
+# except those that keep every core busy (marker whole_machine), which run alone after them.
+test: lint dryrun $(STAMP)
+	@slurm_log=$$(mktemp); \
+	$(BIN)/pytest -m slurm -p no:cacheprovider --basetemp=$$(mktemp -d) > $$slurm_log 2>&1 & slurm=$$!; \
+	$(MAKE) --no-print-directory demo; demo=$$?; \
+	wait $$slurm; slurm_status=$$?; \
+	echo "--- the SLURM tests, run beside the demo:"; cat $$slurm_log; rm -f $$slurm_log; \
+	test $$demo -eq 0 && test $$slurm_status -eq 0
+	UNSURE_DEMO_RESULTS=results $(BIN)/pytest -n 2 -m "not slurm and not whole_machine"
+	UNSURE_DEMO_RESULTS=results $(BIN)/pytest -m whole_machine

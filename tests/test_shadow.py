@@ -228,6 +228,7 @@ def _summary(work: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.workflow
+@pytest.mark.whole_machine
 @pytest.mark.usefixtures("shared")
 def test_the_ci_shadow_run_ends_with_every_table_and_figure_of_every_study(tmp_path: Path) -> None:
     before = time.time()
