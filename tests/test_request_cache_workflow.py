@@ -44,6 +44,12 @@ def incomplete(root: Path) -> set[str]:
     return {base64.urlsafe_b64decode(p.name).decode() for p in folder.iterdir()} if folder.is_dir() else set()
 
 
+def default_sigint() -> None:
+    """In the child before it runs the controller: SIGINT handled by default and not blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path, demo_zoo: dict[str, Path]) -> None:
     small = demo_config(checkout, "small.yaml")
     install_demo_zoo(checkout, demo_zoo, yaml.safe_load(small.read_text()))
@@ -59,9 +65,10 @@ def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path, d
 
     # Ctrl-C to the controller once the job has written its output but not yet ended: Snakemake
     # leaves the output marked incomplete and deletes it before the rerun's job starts. The job's
-    # end is held back 5 s (a sitecustomize in its environment) so that the interrupt lands in
-    # it: a job ends within a second of writing its output, and an interrupt that reaches the
-    # controller after that, while it logs the job's end, is swallowed (the run exits 0).
+    # end is held back 5 s (a sitecustomize in its environment) so that the interrupt lands in it
+    # (a job ends within a fraction of a second of writing its output). The controller starts with
+    # SIGINT at its default: an earlier test in the same pytest process can leave SIGINT ignored,
+    # which a child inherits, and the interrupt was then lost and the run exited 0.
     out = checkout / SHARD
     cmd = [SNAKEMAKE, SHARD, "--configfile", str(grown), "--cores", "1", "--forcerun", "riskscores_infer"]
     out.unlink()
@@ -71,7 +78,9 @@ def test_a_grown_n_eval_and_a_ctrl_c_rerun_score_only_new_rows(checkout: Path, d
         "import atexit, sys, time\nif '.snakemake/scripts/' in sys.argv[0]:\n    atexit.register(time.sleep, 5)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hold), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=default_sigint
+    )
     deadline = time.monotonic() + 300
     while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
