@@ -150,10 +150,16 @@ def test_each_protocol_reports_the_other_eb_beside_it() -> None:
 
 
 def test_protocol_sets_the_binary_variance() -> None:
+    from unsure.config import Subgroups
+    from unsure.subgroups.estimators import SRSettings
     from unsure.subgroups.evaluate import EvaluationSettings
 
     assert EvaluationSettings.from_params({"protocol": "corrected"}).binary_variance == "laplace"
-    assert EvaluationSettings.from_params({}).binary_variance == "plugin"
+    assert EvaluationSettings.from_params({"protocol": "paper"}).binary_variance == "plugin"
+    # what the config leaves out is the config's default, not another one of the library's
+    study, settings = Subgroups(), EvaluationSettings.from_params({})
+    assert settings.protocol == study.protocol and settings.repetitions == study.repetitions
+    assert (SRSettings().trees, settings.sr.trees, settings.sr.depths) == (study.sr_trees,) * 2 + (study.sr_depths,)
 
 
 def _uninformative_case(seed: int, units: int = 60, n: int = 40) -> tuple[Floats, Floats, Floats, Ints]:

@@ -29,7 +29,9 @@ from unsure.subgroups.tables import (
 )
 
 OPTIONS = {"embedding_dim": 6, "max_clusters": 6, "min_cluster_rows": 30, "min_intersection_rows": 20, "seed": 0}
-PROTOCOL = EvaluationSettings(repetitions=3, equal_sizes=(10, 20), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=7)
+PROTOCOL = EvaluationSettings(
+    repetitions=3, equal_sizes=(10, 20), sr=SRSettings(trees=(10, 30), depths=(1, 2)), protocol="paper", seed=7
+)
 
 
 def _prepared(source: str, models: list[str], rows: int, subgroups: int) -> Prepared:
@@ -196,7 +198,9 @@ def test_each_dataset_is_fitted_on_its_own_units() -> None:
     rows = prepared.rows.copy()
     other = rows["dataset"].astype(str) == datasets[-1]
     rows.loc[other, "accuracy"] = 1 - rows.loc[other, "accuracy"]  # same draws (sizes), other outcomes
-    protocol = EvaluationSettings(repetitions=1, equal_sizes=(), sr=SRSettings(trees=(10, 30), depths=(1, 2)), seed=3)
+    protocol = EvaluationSettings(
+        repetitions=1, equal_sizes=(), sr=SRSettings(trees=(10, 30), depths=(1, 2)), protocol="paper", seed=3
+    )
     pool = Pool(prepared)
     runs = [run_repetition(p, protocol, 0) for p in (pool, Pool(Prepared(rows=rows, units=prepared.units)))]
     first = pool.units.index[pool.units["dataset"].astype(str) == datasets[0]]

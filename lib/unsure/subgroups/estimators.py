@@ -47,6 +47,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lasso_path
 from sklearn.model_selection import KFold
 
+from unsure.config import Subgroups
 from unsure.subgroups.ebci import RobustEBCI, robust_ebci
 
 Floats = npt.NDArray[np.float64]
@@ -126,14 +127,18 @@ def direct(st: UnitStats, *, binary: bool, alpha: float = 0.05) -> tuple[Floats,
 # ------------------------------------------------------- synthetic regression
 
 
+STUDY_DEFAULTS = Subgroups()
+"""The study's settings when the config gives none: the one place their defaults are declared."""
+
+
 @dataclass(frozen=True)
 class SRSettings:
     """Tuning grid of the synthetic regression (xgboost, squared error)."""
 
-    trees: tuple[int, ...] = (25, 50, 100)
-    depths: tuple[int, ...] = (1, 2, 3)
-    learning_rate: float = 0.1
-    cv_folds: int = 2
+    trees: tuple[int, ...] = STUDY_DEFAULTS.sr_trees
+    depths: tuple[int, ...] = STUDY_DEFAULTS.sr_depths
+    learning_rate: float = STUDY_DEFAULTS.sr_learning_rate
+    cv_folds: int = STUDY_DEFAULTS.folds
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from threadpoolctl import threadpool_limits
 from unsure.config import Protocol
 from unsure.subgroups.estimators import (
     PROTOCOL_VARIANCE,
+    STUDY_DEFAULTS,
     BinaryVariance,
     ProblemResult,
     SRSettings,
@@ -64,17 +65,17 @@ LOG = logging.getLogger("unsure.subgroups")
 class EvaluationSettings:
     """Everything the protocol draws and fits by; ``seed`` makes a run reproducible."""
 
-    repetitions: int = 1000
-    equal_sizes: tuple[int, ...] = (10, 20, 50)
-    alpha: float = 0.05
-    min_eval_rows: int = 10
-    floor_subgroup_rows: int = 50
-    folds: int = 2
+    repetitions: int = STUDY_DEFAULTS.repetitions
+    equal_sizes: tuple[int, ...] = STUDY_DEFAULTS.equal_sizes
+    alpha: float = STUDY_DEFAULTS.alpha
+    min_eval_rows: int = STUDY_DEFAULTS.min_eval_rows
+    floor_subgroup_rows: int = STUDY_DEFAULTS.floor_subgroup_rows
+    folds: int = STUDY_DEFAULTS.folds
     sr: SRSettings = field(default_factory=SRSettings)
-    lasso_lambdas: int = 20
-    protocol: Protocol = "paper"
+    lasso_lambdas: int = STUDY_DEFAULTS.lasso_lambdas
+    protocol: Protocol = STUDY_DEFAULTS.protocol
     """``paper``: plug-in σ̂² of a 0/1 mean, as the paper; ``corrected``: Laplace-smoothed (never zero)."""
-    seed: int = 0
+    seed: int = STUDY_DEFAULTS.seed
 
     @property
     def binary_variance(self) -> BinaryVariance:
@@ -85,10 +86,10 @@ class EvaluationSettings:
         """Build from the config's ``studies.subgroups`` keys (``sr_*`` fill the SR settings)."""
         p = dict(params)
         sr = SRSettings(
-            trees=tuple(p.pop("sr_trees", SRSettings.trees)),
-            depths=tuple(p.pop("sr_depths", SRSettings.depths)),
-            learning_rate=float(p.pop("sr_learning_rate", SRSettings.learning_rate)),
-            cv_folds=int(p.get("folds", SRSettings.cv_folds)),
+            trees=tuple(p.pop("sr_trees", STUDY_DEFAULTS.sr_trees)),
+            depths=tuple(p.pop("sr_depths", STUDY_DEFAULTS.sr_depths)),
+            learning_rate=float(p.pop("sr_learning_rate", STUDY_DEFAULTS.sr_learning_rate)),
+            cv_folds=int(p.get("folds", STUDY_DEFAULTS.folds)),
         )
         if "equal_sizes" in p:
             p["equal_sizes"] = tuple(p["equal_sizes"])
