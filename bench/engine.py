@@ -110,7 +110,7 @@ def acs_rows(root: Path, n: int) -> tuple[pd.DataFrame, pd.Series]:
         dictionary = read_dictionary(root / "dict.csv")
     task = FOLKTABLES["ACSIncome"]
     rows = task_rows(read_person_zip(root / "ca.zip", list(BASE_COLUMNS)), task, n_train=0, n_eval=n, seed=0)
-    return rows, row_texts(rows, task.features, dictionary, "paper")
+    return rows, row_texts(rows, task.features, dictionary, protocol="paper")
 
 
 @dataclass

@@ -49,6 +49,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,7 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
         raise EstimateError(f"{raw}: no ACS person zip (csv_p<state>.zip)")
     persons = read_person_zip(zips[0], person_columns(study.custom_tasks.values(), [study.subgroup_column]))
     out: dict[str, dict[str, float]] = {"mc": {}, "numeric": {}, "plain": {}, "evidence": {}, "tail": {}}
+    prompt = partial(build_prompt, protocol="corrected")  # the texts below are frame_text: corrected words
     for name in study.tasks:
         spec = study.custom_tasks.get(name)
         task = task_from_spec(name, spec.model_dump() if spec else None, dictionary)
@@ -321,18 +323,16 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
         shots = [Shot(texts[i % len(texts)], i % 2) for i in range(study.few_shot)]
         kinds = {"mc": ("multiple_choice", shots), "numeric": ("numeric", shots), "plain": ("multiple_choice", [])}
         for key, (kind, examples) in kinds.items():
-            prompts = [build_prompt(task, t, kind, 0, year=acs.year, shots=examples) for t in texts]
+            prompts = [prompt(task, t, kind, 0, year=acs.year, shots=examples) for t in texts]
             out[key][name] = float(count(prompts).mean())
-        other = [build_prompt(task, t, "multiple_choice", 1, year=acs.year, shots=shots) for t in texts]
-        mine = [build_prompt(task, t, "multiple_choice", 0, year=acs.year, shots=shots) for t in texts]
+        other = [prompt(task, t, "multiple_choice", 1, year=acs.year, shots=shots) for t in texts]
+        mine = [prompt(task, t, "multiple_choice", 0, year=acs.year, shots=shots) for t in texts]
         tails = [b[len(os.path.commonprefix([a, b])) :] for a, b in zip(mine, other, strict=True)]  # noqa: RUF071
         out["tail"][name] = float(count(tails, special=False).mean())
         few = rows.head(max(1, len(rows) // 4))  # a prompt per step and row: a quarter of the rows is plenty
         steps = [frame_text(few, features, dictionary) for features in evidence_steps(task.features)]
         out["evidence"][name] = float(
-            np.mean(
-                [count(build_prompt(task, t, "multiple_choice", 0, year=acs.year) for t in s).mean() for s in steps]
-            )
+            np.mean([count(prompt(task, t, "multiple_choice", 0, year=acs.year) for t in s).mean() for s in steps])
         )
     return out
 

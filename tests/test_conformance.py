@@ -242,7 +242,15 @@ def test_every_study_prompt_builder_runs_through_the_family(family: tuple[str, P
     for instruct in (False, True):
         engine = _engine(path, instruct=instruct)
         for kind in ("multiple_choice", "numeric"):
-            scorer = make_scorer(engine, FOLKTABLES["ACSIncome"], kind, year=2018, instruct=instruct, both_orders=True)
+            scorer = make_scorer(
+                engine,
+                FOLKTABLES["ACSIncome"],
+                kind,
+                year=2018,
+                instruct=instruct,
+                both_orders=True,
+                protocol="corrected",
+            )
             p_hat = scorer(rows)["p_hat"].to_numpy()
             assert ((p_hat >= 0) & (p_hat <= 1)).all()
         wrap = labelbias_chat(engine) if instruct else labelbias_plain

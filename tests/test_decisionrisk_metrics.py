@@ -111,7 +111,7 @@ def test_rules_learn_to_abstain_on_injected_instances() -> None:
     assert train["answer_len"].tolist() == [
         len(c[p]) for c, p in zip(train["choices"], train["prediction"], strict=True)
     ]
-    fitted = fit_rules(train, ["NQ", "WQ"], forest=ForestSettings(trees=30), seed=0)
+    fitted = fit_rules(train, ["NQ", "WQ"], forest=ForestSettings(trees=30), seed=0, protocol="paper")
     out = decide(fitted, val).merge(val[["row_id", "injection", "answerable", "correct"]], on="row_id")
     out["model"], out["method"], out["benchmark"] = "m", "softmax", "b"
     table = decision_risk_table(out, ["NQ", "WQ"])

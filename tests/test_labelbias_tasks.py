@@ -110,7 +110,9 @@ def test_demonstration_sets_are_disjoint_slices_of_the_pool() -> None:
 
 def test_looc_never_scores_a_demonstration_with_itself_in_the_context(generated: Path) -> None:
     table, drawn = tasks.select_tasks(generated, **SIZES, seed=0)
-    items = prompts.build_items(drawn, shots=[0, 2, 4], sets=2, content_free=["N/A"], n_domain=3, seed=0)
+    items = prompts.build_items(
+        drawn, shots=[0, 2, 4], sets=2, content_free=["N/A"], n_domain=3, seed=0, protocol="corrected"
+    )
     pools = prompts.pools(drawn)
     prompting = {
         r.task: TaskPrompting(r.definition, tuple(r.labels), tuple(pools[r.task]))

@@ -70,8 +70,8 @@ def test_figures_5_10_12_draw_and_say_what_they_show(tmp_path: Path) -> None:
 
 def test_fig2_measures_as_the_protocol_says() -> None:
     tvds = _tvds()
-    corrected = plots.fig2_frame(tvds, ["gpt2"], "corrected")
-    paper = plots.fig2_frame(tvds, ["gpt2"], "paper")
+    corrected = plots.fig2_frame(tvds, ["gpt2"], protocol="corrected")
+    paper = plots.fig2_frame(tvds, ["gpt2"], protocol="paper")
     # corrected: every system and the oracle against the target half
     assert corrected[corrected["system"] == "gpt2"]["tvd"].tolist() == [0.8, 0.3, 0.9]
     # paper: models against all responses, the oracle half against the target half
@@ -79,8 +79,8 @@ def test_fig2_measures_as_the_protocol_says() -> None:
     assert paper[paper["system"] == "oracle"]["tvd"].tolist() == [0.5, 0.5]
     assert "bloom" not in set(paper["system"])
     with pytest.raises(ValueError, match="unknown protocol"):
-        plots.fig2_frame(tvds, ["gpt2"], "other")
-    assert "all responses" in plots.fig2_tvd_kde(tvds, ["gpt2"], "paper").axes[0].get_xlabel()
+        plots.fig2_frame(tvds, ["gpt2"], protocol="other")  # type: ignore[arg-type]
+    assert "all responses" in plots.fig2_tvd_kde(tvds, ["gpt2"], protocol="paper").axes[0].get_xlabel()
 
 
 def test_fig4_under_paper_measures_the_model_against_all_responses() -> None:
@@ -109,4 +109,4 @@ def test_fig4_under_paper_measures_the_model_against_all_responses() -> None:
     assert word["c"]["model"] == pytest.approx(0.0)  # target half: dog only
     assert word["p"]["model"] == pytest.approx(0.25)  # all responses: dog 0.75, cat 0.25
     assert word["p"]["oracle"] == word["c"]["oracle"] == pytest.approx(0.5)  # oracle half vs target half either way
-    assert "all responses" in plots.fig4_groups(paper, "paper").axes[0].get_xlabel()
+    assert "all responses" in plots.fig4_groups(paper, protocol="paper").axes[0].get_xlabel()

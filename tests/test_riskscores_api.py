@@ -49,7 +49,7 @@ def test_the_scorer_runs_for_a_chat_api_model(server: Server, fixed: Path, monke
     engine = load_engine(entry, concurrency=1)  # one at a time: the canned replies go out in order
 
     def score(kind: str) -> pd.DataFrame:
-        scorer = make_scorer(engine, TASK, kind, year=2018, instruct=True, both_orders=True)
+        scorer = make_scorer(engine, TASK, kind, year=2018, instruct=True, both_orders=True, protocol="corrected")
         return scorer(ROWS)
 
     mc = score("multiple_choice")
@@ -57,14 +57,18 @@ def test_the_scorer_runs_for_a_chat_api_model(server: Server, fixed: Path, monke
     np.testing.assert_allclose(mc["p_hat"], [0.5, 0.5], atol=1e-6)
     np.testing.assert_allclose(mc["mass"], [0.65, 0.65], atol=1e-6)
     sent = [r["body"]["messages"] for r in server.requests]
-    want = [build_prompt(TASK, t, "multiple_choice", o, year=2018) for o in (0, 1) for t in ROWS["text"]]
+    want = [
+        build_prompt(TASK, t, "multiple_choice", o, year=2018, protocol="corrected")
+        for o in (0, 1)
+        for t in ROWS["text"]
+    ]
     assert sorted(m["content"] for (m,) in sent) == sorted(want)  # one user message, nothing else
     assert all(p.endswith("\nAnswer:") for p in want)
     # the transformers backend, given the same text as the user turn, reads the same letters
     local = HFEngine(str(fixed), device="cpu")
     theirs = local.choice_probs([ChoiceRequest(local.chat_prompt(p), LETTERS) for p in want])
     for o in (0, 1):
-        expected = [a.probs[positive_letter(o)] for a in theirs[2 * o : 2 * o + 2]]
+        expected = [a.probs[positive_letter(o, protocol="corrected")] for a in theirs[2 * o : 2 * o + 2]]
         np.testing.assert_allclose(mc[f"p_order{o}"], expected, atol=1e-6)
 
     server.requests.clear()
@@ -73,5 +77,5 @@ def test_the_scorer_runs_for_a_chat_api_model(server: Server, fixed: Path, monke
     np.testing.assert_allclose(numeric["p_hat"], [0.35, 0.62])
     for request, text in zip(server.requests, ROWS["text"], strict=True):
         (message,) = request["body"]["messages"]
-        assert message["content"] == build_prompt(TASK, text, "numeric", 0, year=2018)
+        assert message["content"] == build_prompt(TASK, text, "numeric", 0, year=2018, protocol="corrected")
         assert message["content"].endswith(f"Question: {TASK.numeric_question}\n{NUMERIC_PREFIX}")

@@ -123,21 +123,21 @@ def test_prompts_are_exact(generated: tuple[pd.DataFrame, Path]) -> None:
         "The following data describes a survey respondent. The survey was conducted among US residents in 2018. "
         "Please answer the question based on the information provided.\n\n"
     )
-    mc = build_prompt(task, text, "multiple_choice", 0, year=2018)
+    mc = build_prompt(task, text, "multiple_choice", 0, year=2018, protocol="corrected")
     assert mc == head + text + (
         "\nQuestion: What is this person's estimated yearly income?\nA. Below $50,000.\nB. Above $50,000.\nAnswer:"
     )
-    assert build_prompt(task, text, "multiple_choice", 1, year=2018).endswith(
+    assert build_prompt(task, text, "multiple_choice", 1, year=2018, protocol="corrected").endswith(
         "A. Above $50,000.\nB. Below $50,000.\nAnswer:"
     )
-    numeric = build_prompt(task, text, "numeric", 0, year=2018)
+    numeric = build_prompt(task, text, "numeric", 0, year=2018, protocol="corrected")
     assert numeric.endswith(
         "\nQuestion: What is the probability that this person's estimated yearly income is above $50,000?"
         "\nAnswer (between 0 and 1): 0."
     )
-    assert build_prompt(task, text, "numeric", 0, year=2018, chat=lambda u, p: f"<user>{u}</user>{p}").endswith(
-        "</user>Answer (between 0 and 1): 0."
-    )
+    assert build_prompt(
+        task, text, "numeric", 0, year=2018, chat=lambda u, p: f"<user>{u}</user>{p}", protocol="corrected"
+    ).endswith("</user>Answer (between 0 and 1): 0.")
 
 
 def test_few_shot_examples_are_balanced_and_fixed_by_the_seed() -> None:
@@ -156,5 +156,7 @@ def test_few_shot_examples_are_balanced_and_fixed_by_the_seed() -> None:
     assert sorted(s.label for s in shots) == [0, 0, 1, 1]
     assert shots == draw_shots(train.sample(frac=1, random_state=0), 4, seed=1, texts=texts)
     assert shots != draw_shots(train, 4, seed=2, texts=texts)
-    prompt = build_prompt(FOLKTABLES["ACSIncome"], "- X is: y.", "multiple_choice", 0, year=2018, shots=shots)
+    prompt = build_prompt(
+        FOLKTABLES["ACSIncome"], "- X is: y.", "multiple_choice", 0, year=2018, shots=shots, protocol="corrected"
+    )
     assert prompt.count("Answer: B\n\n") == 2 and prompt.count("Answer: A\n\n") == 2

@@ -104,7 +104,7 @@ def test_metrics_frame_columns(tmp_path: Path) -> None:
     frame["split"] = np.where(np.arange(n) < 200, "eval", "threshold")
     metrics = metrics_frame(frame)
     assert metrics.loc[0, "n"] == 200
-    table = paper_table(metrics, "ACSIncome")
+    table = paper_table(metrics, "ACSIncome", protocol="corrected")
     assert list(table.columns) == [
         "Model",
         "Prompting",

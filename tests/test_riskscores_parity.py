@@ -31,7 +31,7 @@ def test_multiple_choice_scores_equal_folktexts(tiny_models: dict[str, Path], tm
     def encode_row(row: pd.Series, question: object) -> str:
         """folktexts asks with its own option orders; we write our prompt for the same order."""
         order = 0 if question.choices[0].data_value == 0 else 1  # type: ignore[attr-defined]
-        return build_prompt(task, row["text"], "multiple_choice", order, year=2018)
+        return build_prompt(task, row["text"], "multiple_choice", order, year=2018, protocol="corrected")
 
     path = str(tiny_models["gpt2"])
     model, tokenizer = load_model_tokenizer(path)
@@ -44,9 +44,13 @@ def test_multiple_choice_scores_equal_folktexts(tiny_models: dict[str, Path], tm
         batch_size=4,
         context_size=2048,
     ).predict_proba(rows[["text"]])[:, 1]
-    ours = make_scorer(HFEngine(path), task, "multiple_choice", year=2018, instruct=False, both_orders=True)(rows)
+    ours = make_scorer(
+        HFEngine(path), task, "multiple_choice", year=2018, instruct=False, both_orders=True, protocol="corrected"
+    )(rows)
     assert np.std(ours["p_hat"]) > 0  # not a constant: the comparison means something
     np.testing.assert_allclose(ours["p_hat"].to_numpy(), theirs, rtol=0, atol=2e-4)
     # one order only differs: the average over both orders is what matches
-    single = make_scorer(HFEngine(path), task, "multiple_choice", year=2018, instruct=False, both_orders=False)(rows)
+    single = make_scorer(
+        HFEngine(path), task, "multiple_choice", year=2018, instruct=False, both_orders=False, protocol="corrected"
+    )(rows)
     assert np.abs(single["p_hat"].to_numpy() - theirs).max() > 1e-3

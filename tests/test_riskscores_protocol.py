@@ -60,7 +60,7 @@ def test_paper_prompts_equal_folktexts_byte_for_byte(name: str, persons: pd.Data
     task, theirs = FOLKTABLES[name], _folktexts_task(name)
     assert list(task.features) == list(theirs.features)
     rows = task_rows(persons, task, n_train=60, n_eval=60, seed=0)
-    rows["text"] = row_texts(rows, task.features, dictionary, "paper")
+    rows["text"] = row_texts(rows, task.features, dictionary, protocol="paper")
     mc, numeric = theirs.multiple_choice_qa, theirs.direct_numeric_qa
     assert rows[list(task.features)].isna().any().any() or name == "ACSIncome"  # missing values are exercised
     for _, row in rows.iterrows():
@@ -74,7 +74,7 @@ def test_paper_prompts_equal_folktexts_byte_for_byte(name: str, persons: pd.Data
     flip = name == "ACSMobility"
     for order, question in ((0, mc), (1, _swapped(mc))):
         key = question.get_answer_key_from_value(0 if flip else 1)
-        assert "AB"[positive_letter(order, task, "paper")] == key
+        assert "AB"[positive_letter(order, task, protocol="paper")] == key
 
 
 @pytest.mark.parametrize(("name", "kind"), [("ACSIncome", "multiple_choice"), ("ACSMobility", "numeric"),
@@ -85,7 +85,7 @@ def test_paper_few_shot_prompts_equal_folktexts(name: str, kind: str, persons: p
     dictionary = read_dictionary(_real(FIVE_YEAR))
     task, theirs = FOLKTABLES[name], _folktexts_task(name)
     rows = task_rows(persons, task, n_train=40, n_eval=5, seed=0)
-    rows["text"] = row_texts(rows, task.features, dictionary, "paper")
+    rows["text"] = row_texts(rows, task.features, dictionary, protocol="paper")
     train = rows[rows["split"] == "train"].head(3)
     shots = [Shot(t, int(y)) for t, y in zip(train["text"], train["label"], strict=True)]
     flip = name == "ACSMobility"
@@ -105,7 +105,9 @@ def test_paper_few_shot_prompts_equal_folktexts(name: str, kind: str, persons: p
 
 
 def test_paper_protocol_never_uses_chat_templates_and_complements_mobility_numeric() -> None:
-    assert uses_chat(True, "corrected") and not uses_chat(True, "paper") and not uses_chat(False, "corrected")
+    assert uses_chat(True, protocol="corrected")
+    assert not uses_chat(True, protocol="paper")
+    assert not uses_chat(False, protocol="corrected")
 
     class Engine:
         def __init__(self) -> None:
@@ -123,7 +125,7 @@ def test_paper_protocol_never_uses_chat_templates_and_complements_mobility_numer
             return [SimpleNamespace(probs=(0.2, 0.8), mass=1.0) for _ in requests]
 
     engine = Engine()
-    assert chat_wrapper(engine, True, "paper") is None  # type: ignore[arg-type]
+    assert chat_wrapper(engine, True, protocol="paper") is None  # type: ignore[arg-type]
     rows = pd.DataFrame({"row_id": ["a", "b"], "text": ["- The age is: 20 years old."] * 2})
     for name, want in (("ACSMobility", 0.7), ("ACSIncome", 0.3)):
         task = FOLKTABLES[name]
@@ -193,10 +195,13 @@ def test_ledger_shows_both_threshold_rules_and_both_binnings() -> None:
     metrics = metrics_frame(frame)
     row = metrics.iloc[0]
     assert {"threshold_balanced", "accuracy_fitted_balanced", "sce", "ece_quantile"} <= set(metrics.columns)
-    assert paper_table(metrics, "ACSIncome", "paper").iloc[0]["Accuracy (fitted threshold)"] == pytest.approx(
+    assert paper_table(metrics, "ACSIncome", protocol="paper").iloc[0]["Accuracy (fitted threshold)"] == pytest.approx(
         row["accuracy_fitted_balanced"]
     )
-    assert paper_table(metrics, "ACSIncome").iloc[0]["Accuracy (fitted threshold)"] == row["accuracy_fitted"]
+    assert (
+        paper_table(metrics, "ACSIncome", protocol="corrected").iloc[0]["Accuracy (fitted threshold)"]
+        == row["accuracy_fitted"]
+    )
     for protocol in ("paper", "corrected"):
         ledger = reproduction_table(metrics, protocol).iloc[0]
         assert ledger["Prompts (protocol)"] == protocol

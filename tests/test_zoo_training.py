@@ -102,6 +102,7 @@ def test_riskscores_examples_are_the_study_prompts_with_the_true_answers(name: s
             year=2018,
             instruct=instruct,
             both_orders=True,  # type: ignore[arg-type]
+            protocol="corrected",
         )
         score(pd.DataFrame({"row_id": [row.row_id], "text": [row.text]}))
         if row.prompting == "multiple_choice":
@@ -113,7 +114,7 @@ def test_riskscores_examples_are_the_study_prompts_with_the_true_answers(name: s
                 (asked[1], " B", 1 - row.p_true),
             ]
         else:
-            asked_p = row.p_true if numeric_label(FOLKTABLES[row.task]) == 1 else 1 - row.p_true
+            asked_p = row.p_true if numeric_label(FOLKTABLES[row.task], protocol="corrected") == 1 else 1 - row.p_true
             expected.append((asked[0], f"{min(round(asked_p * 100), 99):02d}", 1.0))
     got = [(e.context, e.continuation, e.weight) for e in examples]
     assert [(c, a) for c, a, _ in got] == [(c, a) for c, a, _ in expected]

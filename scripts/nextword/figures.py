@@ -24,9 +24,9 @@ with logged(snakemake.log[0]):
         "fig1": plots.fig1_top_words(
             human, model, positions, pick_example_positions(restrict(human, model)), p.system, seed=p.seed
         ),
-        "fig2": plots.fig2_tvd_kde(tvds, p.systems, p.protocol),
+        "fig2": plots.fig2_tvd_kde(tvds, p.systems, protocol=p.protocol),
         "fig3": plots.fig3_ard(pd.read_parquet(i.ard)),
-        "fig4": plots.fig4_groups(pd.read_parquet(i.groups), p.protocol),
+        "fig4": plots.fig4_groups(pd.read_parquet(i.groups), protocol=p.protocol),
         "fig5": plots.fig5_biased_tvd(pd.read_parquet(i.biased_tvd)),
         "fig10": plots.fig10_pos(hardness),
         "fig12": plots.fig12_tvd_differences(tvd_differences(tvds, p.systems)),

@@ -17,7 +17,7 @@ with logged(snakemake.log[0]) as log:
     for path, name in zip(inp.rows, p.tasks, strict=True):
         task_rows = pd.read_parquet(path).query("split == 'eval'").assign(task=name)  # the rows scored for it
         features = task_from_spec(name, p.specs[name], dictionary).features
-        tasks.append(task_rows.assign(text=row_texts(task_rows, features, dictionary, p.protocol)))
+        tasks.append(task_rows.assign(text=row_texts(task_rows, features, dictionary, protocol=p.protocol)))
     rows = pd.concat(tasks)
     scores = pd.read_parquet(inp.scores)
     scores = scores[scores["prompting"].eq("multiple_choice") | scores["model"].eq("xgboost")]

@@ -14,7 +14,7 @@ with logged(snakemake.log[0]):
     outdir = Path(snakemake.output[0]).parent
     rule = "balanced-accuracy" if p.protocol == "paper" else "accuracy"
     for task, table in p.tables.items():
-        frame = paper_table(metrics, task, p.protocol)
+        frame = paper_table(metrics, task, protocol=p.protocol)
         write_table(
             frame,
             outdir / table,

@@ -56,7 +56,7 @@ def decide_benchmark(
     injections: Sequence[str],
     forest: ForestSettings | None = None,
     seed: int = 0,
-    protocol: Protocol = "paper",
+    protocol: Protocol,
 ) -> pd.DataFrame:
     """Fit every rule on the encoder's training rows and decide on every model's validation rows.
 

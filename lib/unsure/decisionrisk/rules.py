@@ -155,7 +155,7 @@ def fit_rules(
     *,
     forest: ForestSettings | None = None,
     seed: int = 0,
-    protocol: Protocol = "paper",
+    protocol: Protocol,
 ) -> FittedRules:
     """Fit ConfStd, Calibrator and DwD on training features (:func:`features`) with an ``injection`` column.
 

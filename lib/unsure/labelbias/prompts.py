@@ -15,13 +15,14 @@ from __future__ import annotations
 import os
 import re
 import string
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.labelbias.tasks import task_seed
 
 Demo = tuple[str, str]
@@ -80,7 +81,7 @@ def demonstration_heads(definition: str, demos: Sequence[Demo], query: str, *, p
     return [head + "".join(blocks[:j]) + block[: block.index(marker) + len(marker)] for j, block in enumerate(blocks)]
 
 
-class TokenCounter(Protocol):
+class TokenCounter(typing.Protocol):
     """What fitting a prompt needs of the model's tokenizer."""
 
     def counts(self, texts: Sequence[str]) -> list[int]:
@@ -267,7 +268,7 @@ def build_items(
     content_free: Sequence[str],
     n_domain: int,
     seed: int,
-    protocol: str = "corrected",
+    protocol: Protocol,
     templates: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Every row the inference jobs score, with a stable ``row_id``.

@@ -19,6 +19,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from unsure.config import Protocol
 from unsure.nextword.study import ORACLE, top_words_frame
 from unsure.report import save_figure
 
@@ -53,7 +54,7 @@ def fig1_top_words(
     return fig
 
 
-def fig2_frame(tvds: pd.DataFrame, systems: Sequence[str], protocol: str = "corrected") -> pd.DataFrame:
+def fig2_frame(tvds: pd.DataFrame, systems: Sequence[str], *, protocol: Protocol) -> pd.DataFrame:
     """What figure 2 plots per position: ``system, tvd`` for every system and the oracle.
 
     ``corrected``: everything against the target half of the first split (one
@@ -71,10 +72,10 @@ def fig2_frame(tvds: pd.DataFrame, systems: Sequence[str], protocol: str = "corr
     return pd.DataFrame({"system": frame["system"].to_numpy(), "tvd": values})
 
 
-def fig2_tvd_kde(tvds: pd.DataFrame, systems: Sequence[str], protocol: str = "corrected") -> Figure:
+def fig2_tvd_kde(tvds: pd.DataFrame, systems: Sequence[str], *, protocol: Protocol) -> Figure:
     """KDE of per-position TVD, every system and the oracle (what each is measured against: :func:`fig2_frame`)."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    frame = fig2_frame(tvds, systems, protocol)
+    frame = fig2_frame(tvds, systems, protocol=protocol)
     sns.kdeplot(frame, x="tvd", hue="system", common_norm=False, clip=(0, 1), ax=ax, warn_singular=False)
     ax.set_xlabel(
         "TVD to the target half of the responses"
@@ -106,7 +107,7 @@ def fig3_ard(ard: pd.DataFrame) -> Figure:
     return fig
 
 
-def fig4_groups(groups: pd.DataFrame, protocol: str = "corrected") -> Figure:
+def fig4_groups(groups: pd.DataFrame, *, protocol: Protocol) -> Figure:
     """Histograms of TVD at the POS and meaning levels, model vs oracle (the model's reference: ``protocol``)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, level in zip(axes, ("POS", "meaning"), strict=True):

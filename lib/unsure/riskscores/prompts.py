@@ -56,7 +56,7 @@ def _check_protocol(protocol: str) -> None:
         raise ValueError(f"unknown protocol {protocol!r} (paper or corrected)")
 
 
-def questions(task: Task, protocol: Protocol = "corrected") -> Questions:
+def questions(task: Task, *, protocol: Protocol) -> Questions:
     """The task's questions and options (in order 0) under a protocol.
 
     ``corrected``: the task's own texts, negative option first. ``paper``:
@@ -76,14 +76,14 @@ def questions(task: Task, protocol: Protocol = "corrected") -> Questions:
     return Questions(task.question, ((task.negative, 0), (task.positive, 1)), task.numeric_question)
 
 
-def uses_chat(instruct: bool, protocol: Protocol = "corrected") -> bool:
+def uses_chat(instruct: bool, *, protocol: Protocol) -> bool:
     """Whether a model's prompts go through its chat template (``paper``: never, as folktexts then)."""
     _check_protocol(protocol)
     return instruct and protocol == "corrected"
 
 
 def row_texts(
-    frame: pd.DataFrame, features: Sequence[str], dictionary: DataDictionary, protocol: Protocol = "corrected"
+    frame: pd.DataFrame, features: Sequence[str], dictionary: DataDictionary, *, protocol: Protocol
 ) -> pd.Series:
     """Each row's feature block in the protocol's words (one line per feature)."""
     _check_protocol(protocol)
@@ -101,18 +101,18 @@ def population_sentence(year: int) -> str:
 
 
 def _ordered(task: Task, order: int, protocol: Protocol) -> tuple[tuple[str, int], tuple[str, int]]:
-    first, second = questions(task, protocol).options
+    first, second = questions(task, protocol=protocol).options
     return (first, second) if order == 0 else (second, first)
 
 
-def options(task: Task, order: int, protocol: Protocol = "corrected") -> tuple[str, str]:
+def options(task: Task, order: int, *, protocol: Protocol) -> tuple[str, str]:
     """The option texts shown as A and B: order 0 is the protocol's order
     (``corrected``: negative, positive), order 1 swapped."""
     a, b = _ordered(task, order, protocol)
     return a[0], b[0]
 
 
-def positive_letter(order: int, task: Task | None = None, protocol: Protocol = "corrected") -> int:
+def positive_letter(order: int, task: Task | None = None, *, protocol: Protocol) -> int:
     """Index in :data:`LETTERS` of the option of label 1 for a given order (``paper`` needs the task)."""
     if protocol == "corrected" or task is None:
         _check_protocol(protocol)
@@ -122,18 +122,18 @@ def positive_letter(order: int, task: Task | None = None, protocol: Protocol = "
     return 0 if _ordered(task, order, protocol)[0][1] == 1 else 1
 
 
-def mc_question(task: Task, order: int, protocol: Protocol = "corrected") -> str:
-    a, b = options(task, order, protocol)
-    return f"Question: {questions(task, protocol).question}\nA. {a}.\nB. {b}."
+def mc_question(task: Task, order: int, *, protocol: Protocol) -> str:
+    a, b = options(task, order, protocol=protocol)
+    return f"Question: {questions(task, protocol=protocol).question}\nA. {a}.\nB. {b}."
 
 
-def numeric_question(task: Task, protocol: Protocol = "corrected") -> str:
-    return f"Question: {questions(task, protocol).numeric_question}"
+def numeric_question(task: Task, *, protocol: Protocol) -> str:
+    return f"Question: {questions(task, protocol=protocol).numeric_question}"
 
 
-def numeric_label(task: Task, protocol: Protocol = "corrected") -> int:
+def numeric_label(task: Task, *, protocol: Protocol) -> int:
     """The label whose probability the numeric question asks for (0: the score is one minus the answer)."""
-    return questions(task, protocol).numeric_label
+    return questions(task, protocol=protocol).numeric_label
 
 
 @dataclass(frozen=True)
@@ -164,26 +164,30 @@ def draw_shots(train: pd.DataFrame, k: int, seed: int, texts: Callable[[pd.DataF
 
 
 def _shot_block(task: Task, shot: Shot, kind: str, order: int) -> str:
+    """A solved example as ``corrected`` writes it (``paper``: :func:`_paper_parts`)."""
     if kind == "multiple_choice":
-        letter = LETTERS[positive_letter(order) if shot.label else 1 - positive_letter(order)]
-        return f"{shot.text}\n{mc_question(task, order)}\nAnswer: {letter}\n\n"
-    return f"{shot.text}\n{numeric_question(task)}\nAnswer (between 0 and 1): {float(shot.label):.1f}\n\n"
+        pos = positive_letter(order, protocol="corrected")
+        letter = LETTERS[pos if shot.label else 1 - pos]
+        question = mc_question(task, order, protocol="corrected")
+        return f"{shot.text}\n{question}\nAnswer: {letter}\n\n"
+    question = numeric_question(task, protocol="corrected")
+    return f"{shot.text}\n{question}\nAnswer (between 0 and 1): {float(shot.label):.1f}\n\n"
 
 
 def _paper_question(task: Task, kind: str, order: int) -> tuple[str, str]:
     if kind == "multiple_choice":
-        return mc_question(task, order, "paper"), "Answer:"
+        return mc_question(task, order, protocol="paper"), "Answer:"
     if kind == "numeric":
-        return numeric_question(task, "paper"), NUMERIC_PREFIX
+        return numeric_question(task, protocol="paper"), NUMERIC_PREFIX
     raise ValueError(f"unknown prompting {kind!r} (multiple_choice or numeric)")
 
 
 def _paper_answer(task: Task, shot: Shot, kind: str, order: int) -> str:
     """A solved example's answer as folktexts writes it: the letter, or the 0/1 label of its question."""
     if kind == "multiple_choice":
-        pos = positive_letter(order, task, "paper")
+        pos = positive_letter(order, task, protocol="paper")
         return LETTERS[pos if shot.label else 1 - pos]
-    return str(shot.label if numeric_label(task, "paper") == 1 else 1 - shot.label)
+    return str(shot.label if numeric_label(task, protocol="paper") == 1 else 1 - shot.label)
 
 
 def _paper_parts(task: Task, text: str, kind: str, order: int, year: int, shots: Sequence[Shot]) -> tuple[str, str]:
@@ -206,7 +210,7 @@ def prompt_parts(
     *,
     year: int,
     shots: Sequence[Shot] = (),
-    protocol: Protocol = "corrected",
+    protocol: Protocol,
 ) -> tuple[str, str]:
     """(user text, answer prefix) of one prompt: the prefix opens the answer."""
     _check_protocol(protocol)
@@ -214,9 +218,9 @@ def prompt_parts(
         return _paper_parts(task, text, kind, order, year, shots)
     body = population_sentence(year) + "\n\n" + "".join(_shot_block(task, s, kind, order) for s in shots)
     if kind == "multiple_choice":
-        return f"{body}{text}\n{mc_question(task, order)}", "Answer:"
+        return f"{body}{text}\n{mc_question(task, order, protocol=protocol)}", "Answer:"
     if kind == "numeric":
-        return f"{body}{text}\n{numeric_question(task)}", NUMERIC_PREFIX
+        return f"{body}{text}\n{numeric_question(task, protocol=protocol)}", NUMERIC_PREFIX
     raise ValueError(f"unknown prompting {kind!r} (multiple_choice or numeric)")
 
 
@@ -229,7 +233,7 @@ def build_prompt(
     year: int,
     shots: Sequence[Shot] = (),
     chat: Callable[[str, str], str] | None = None,
-    protocol: Protocol = "corrected",
+    protocol: Protocol,
 ) -> str:
     """The full prompt; ``chat(user, prefill)`` wraps it in a chat template (instruct models)."""
     user, prefix = prompt_parts(task, text, kind, order, year=year, shots=shots, protocol=protocol)

@@ -64,9 +64,9 @@ def numeric_scores(engine: Engine, prompts: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"p_hat": np.clip(np.asarray(engine.numeric(list(prompts)), dtype=np.float64), 0, 1)})
 
 
-def chat_wrapper(engine: Engine, instruct: bool, protocol: Protocol = "corrected") -> Callable[[str, str], str] | None:
+def chat_wrapper(engine: Engine, instruct: bool, *, protocol: Protocol) -> Callable[[str, str], str] | None:
     """How an instruct model's prompts are templated (``None``: plain text; always under ``paper``)."""
-    if not uses_chat(instruct, protocol):
+    if not uses_chat(instruct, protocol=protocol):
         return None
     return lambda user, prefill: engine.chat_prompt(user, prefill=prefill)
 
@@ -81,11 +81,11 @@ def make_scorer(
     both_orders: bool,
     shots: Sequence[Shot] = (),
     text_column: str = "text",
-    protocol: Protocol = "corrected",
+    protocol: Protocol,
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """A ``run_shard`` scorer: rows (with ``row_id`` and the text column, written in the
     protocol's words: :func:`~unsure.riskscores.prompts.row_texts`) to ``row_id, p_hat, ...``."""
-    chat = chat_wrapper(engine, instruct, protocol)
+    chat = chat_wrapper(engine, instruct, protocol=protocol)
 
     def prompt(text: str, order: int) -> str:
         return build_prompt(task, text, kind, order, year=year, shots=shots, chat=chat, protocol=protocol)
@@ -95,10 +95,10 @@ def make_scorer(
         if kind == "multiple_choice":
             orders = (0, 1) if both_orders else (0,)
             prompts = [[prompt(t, o) for t in texts] for o in orders]
-            out = multiple_choice_scores(engine, prompts, [positive_letter(o, task, protocol) for o in orders])
+            out = multiple_choice_scores(engine, prompts, [positive_letter(o, task, protocol=protocol) for o in orders])
         else:
             out = numeric_scores(engine, [prompt(t, 0) for t in texts])
-            if numeric_label(task, protocol) == 0:
+            if numeric_label(task, protocol=protocol) == 0:
                 out["p_hat"] = 1.0 - out["p_hat"]
         out.insert(0, "row_id", rows["row_id"].to_numpy())
         return out
@@ -115,7 +115,7 @@ def feature_scorer(
     instruct: bool,
     both_orders: bool,
     kind: str = "multiple_choice",
-    protocol: Protocol = "corrected",
+    protocol: Protocol,
 ) -> Callable[[pd.DataFrame, Sequence[str]], np.ndarray]:
     """Scores of rows given as feature values, written out with only the given features.
 
@@ -125,7 +125,7 @@ def feature_scorer(
     score = make_scorer(engine, task, kind, year=year, instruct=instruct, both_orders=both_orders, protocol=protocol)
 
     def run(rows: pd.DataFrame, features: Sequence[str]) -> np.ndarray:
-        texts = row_texts(rows, features, dictionary, protocol)
+        texts = row_texts(rows, features, dictionary, protocol=protocol)
         out = score(pd.DataFrame({"row_id": rows["row_id"].to_numpy(), "text": texts.to_numpy()}))
         p_hat: np.ndarray = out["p_hat"].to_numpy(dtype=np.float64)
         return p_hat

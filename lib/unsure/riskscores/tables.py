@@ -100,7 +100,7 @@ def _first_rows(group: pd.DataFrame, mask: pd.Series) -> str:
     return ", ".join(map(repr, group.loc[mask, "row_id"].head(3)))
 
 
-def paper_table(metrics: pd.DataFrame, task: str, protocol: Protocol = "corrected") -> pd.DataFrame:
+def paper_table(metrics: pd.DataFrame, task: str, *, protocol: Protocol) -> pd.DataFrame:
     """A task's table: ECE, Brier, AUC and accuracy of every model and prompting, then LR and XGBoost.
 
     The fitted-threshold accuracy is the protocol's (:data:`FITTED_ACCURACY`)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from unsure.config import Protocol
 from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.generate.acs import TASKS, true_probabilities, write_data_dictionary, write_state_zip
@@ -36,6 +37,9 @@ STATES = ("CA", "TX", "NY", "FL")
 
 YEAR = 2018
 ROWS_PER_STATE = 1500
+
+DEMO_PROTOCOL: Protocol = "corrected"
+"""The protocol the examples are written in (the demo's)."""
 
 
 def _persons(seed: int) -> tuple[pd.DataFrame, pd.DataFrame, DataDictionary]:
@@ -70,7 +74,7 @@ def draws(*, n: int, seed: int) -> pd.DataFrame:
                 {
                     "row_id": picked["row_id"].to_numpy(),
                     "task": name,
-                    "text": row_texts(picked, FOLKTABLES[name].features, dictionary).to_numpy(),
+                    "text": row_texts(picked, FOLKTABLES[name].features, dictionary, protocol=DEMO_PROTOCOL).to_numpy(),
                     "p_true": truth.loc[picked.index, name].to_numpy(),
                     "prompting": np.where(rng.random(len(picked)) < 0.5, "multiple_choice", "numeric"),
                 }
@@ -85,20 +89,22 @@ def _examples(chat: Callable[[str, str], str] | None, *, n: int, seed: int) -> l
         task, p = FOLKTABLES[str(row.task)], float(row.p_true)
         if row.prompting == "multiple_choice":  # both orders: their contrast is the option reading to learn
             for order in (0, 1):
-                prompt = build_prompt(task, str(row.text), "multiple_choice", order, year=YEAR, chat=chat)
-                positive = positive_letter(order)
+                prompt = build_prompt(
+                    task, str(row.text), "multiple_choice", order, year=YEAR, chat=chat, protocol=DEMO_PROTOCOL
+                )
+                positive = positive_letter(order, protocol=DEMO_PROTOCOL)
                 for i, letter in enumerate(LETTERS):
                     examples.append(Example(prompt, f" {letter}", p if i == positive else 1 - p, after_prompt=True))
         else:
-            prompt = build_prompt(task, str(row.text), "numeric", 0, year=YEAR, chat=chat)
-            asked = p if numeric_label(task) == 1 else 1 - p
+            prompt = build_prompt(task, str(row.text), "numeric", 0, year=YEAR, chat=chat, protocol=DEMO_PROTOCOL)
+            asked = p if numeric_label(task, protocol=DEMO_PROTOCOL) == 1 else 1 - p
             examples.append(Example(prompt, f"{min(round(asked * 100), 99):02d}", after_prompt=True))
     return examples
 
 
 def zoo_examples(engine: HFEngine, *, instruct: bool, n: int, seed: int) -> list[Example]:
     """The training examples of one zoo model (through its chat template when ``instruct``)."""
-    return _examples(chat_wrapper(engine, instruct), n=n, seed=seed)
+    return _examples(chat_wrapper(engine, instruct, protocol=DEMO_PROTOCOL), n=n, seed=seed)
 
 
 def tokenizer_texts(*, n: int, seed: int) -> list[str]:
