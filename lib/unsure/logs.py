@@ -13,12 +13,14 @@ import contextlib
 import gc
 import itertools
 import logging
+import os
 import sys
 import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
+from unsure import forkserver
 from unsure.io import explained_writes
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -142,6 +144,12 @@ def logged(log_path: str | Path | None) -> Iterator[logging.Logger]:
     py_warnings.addFilter(repeats)
     started = next(_MADE)  # this job's tallies are those made from now on
     logger = logging.getLogger("unsure")
+    if forkserver.served():
+        logger.info(
+            "this job started from the run's fork server (process %d); %s=off starts each job on its own",
+            os.getppid(),
+            forkserver.ADDRESS,
+        )
     try:
         try:
             yield logger

@@ -1,5 +1,9 @@
 """The provenance record of one study's results (weights, code, packages, config slice)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 from unsure.config import parse_config

@@ -1,5 +1,9 @@
 """Download (or copy from data.acs.local_dir) one ACS PUMS file: a state zip or the dictionary."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure import sources
 from unsure.logs import logged
 

@@ -1,5 +1,9 @@
 """Write the generated ACS PUMS data dictionary in the Census CSV layout."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.generate import acs
 from unsure.logs import logged
 

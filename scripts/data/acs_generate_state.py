@@ -1,5 +1,9 @@
 """Write one generated ACS PUMS state zip in the Census layout."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.generate import acs
 from unsure.logs import logged
 

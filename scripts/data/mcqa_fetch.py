@@ -1,5 +1,9 @@
 """Download (or copy from data.mcqa.local_dir) one benchmark's official files."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.logs import logged
 from unsure.rawdata import obtain_mcqa
 

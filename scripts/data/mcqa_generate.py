@@ -1,5 +1,9 @@
 """Write one generated multiple-choice benchmark in its official layout."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.generate import mcqa
 from unsure.io import atomic_dir
 from unsure.logs import logged

@@ -1,5 +1,9 @@
 """Download (or copy from data.provo.local_dir) the Provo Corpus predictability norms."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure import sources
 from unsure.logs import logged
 

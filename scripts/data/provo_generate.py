@@ -1,5 +1,9 @@
 """Write generated Provo Corpus predictability norms in the OSF layout."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.generate import provo
 from unsure.logs import logged
 

@@ -1,5 +1,9 @@
 """Download (or copy from data.sni.local_dir) the SNI splits and task files."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.logs import logged
 from unsure.rawdata import obtain_sni
 

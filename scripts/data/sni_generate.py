@@ -1,5 +1,9 @@
 """Write generated SUPER-NATURALINSTRUCTIONS task files and splits in the official layout."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 from unsure.generate import sni

@@ -1,5 +1,9 @@
 """Write the generated SNI tasks' input templates, as the label-bias study's CSV lays them out."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.generate import sni
 from unsure.logs import logged
 

@@ -1,5 +1,9 @@
 """Download (or copy from data.sni.local_dir) the label-bias study's per-task input templates."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure import sources
 from unsure.logs import logged
 

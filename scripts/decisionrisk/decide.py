@@ -1,5 +1,9 @@
 """Fit the decision rules on the encoder's training features; decide on every model's validation rows."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

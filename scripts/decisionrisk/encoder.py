@@ -2,6 +2,10 @@
 every instance (both splits, original and injected): training rows cross-fitted (each by an encoder
 fine-tuned without its instance), validation rows by the encoder fine-tuned on all of them."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import tempfile
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Fig. 2: risk-coverage curves per benchmark (panels of chat models with unparseable replies say so)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.decisionrisk.evaluate import risk_coverage_curves, unparsed_notes

@@ -1,5 +1,9 @@
 """Load one benchmark's training and validation splits and add their risk-injected copies."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.decisionrisk.data import load_benchmark, sample, with_injections

@@ -1,5 +1,9 @@
 """One shard of a generative model's confidences on every benchmark's validation instances."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.config import Model

@@ -1,5 +1,9 @@
 """Sentence-embedding cosine similarity between each instance's prompt and each of its choices."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.decisionrisk.infer import similarities

@@ -1,5 +1,9 @@
 """Per-instance results on the original validation instances, in the subgroups study's schema."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.decisionrisk.evaluate import subgroups_input

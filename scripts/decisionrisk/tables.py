@@ -1,5 +1,9 @@
 """Table 1 (decision risk), table 2 (composite risk), the unparseable chat replies and the reproduction ledger."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

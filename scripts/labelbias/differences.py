@@ -2,6 +2,10 @@
 difference changes are scored as the other protocol renders them (nothing else is rescored), and
 the per-task metrics are recomputed with those rows replaced, for tables/reproduction."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.config import Model

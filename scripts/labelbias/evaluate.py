@@ -1,6 +1,10 @@
 """One model: merge the shards, calibrate (CC, DC, LOOC), add the LoRA scores, compute every metric,
 under both label scorings (``scoring``: paper, corrected; one inference run gives both)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import read_parquet, write_parquet

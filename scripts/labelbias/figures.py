@@ -1,6 +1,10 @@
 """Figures 2-4 and the appendix figures in the paper's lineup, plus the pooled views, under the
 protocol's label scoring, macro-F1 and Fig. 4 subset."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

@@ -1,5 +1,9 @@
 """Score one shard of the items under every k / demonstration-set context with one model."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.config import Model

@@ -1,6 +1,10 @@
 """Fine-tune LoRA adapters for the tasks of one part under every (k, set) context the config fine-tunes,
 and score with them: the base model is loaded once for all of them."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.config import Model

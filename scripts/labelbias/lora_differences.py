@@ -3,6 +3,10 @@ tasks are fine-tuned again at one (k, set), the first the run fine-tunes where t
 changes the training examples, with the run's seed and settings, and their ``lora`` metrics
 computed for tables/reproduction (the adapters are thrown away)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import tempfile
 from pathlib import Path
 

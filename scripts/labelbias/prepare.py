@@ -1,5 +1,9 @@
 """Select the classification tasks, draw their instances and list every item to score."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.io import write_parquet
 from unsure.labelbias.prompts import build_items, read_templates
 from unsure.labelbias.tasks import select_tasks

@@ -1,5 +1,9 @@
 """The per-instance results the subgroups study reads (unsure.subgroups.schema)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import write_parquet

@@ -2,6 +2,10 @@
 protocol's label scoring), and the reproduction ledger (both scorings; the prompt differences
 flipped one at a time by rule labelbias_differences, the LoRA ones by labelbias_lora_differences)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

@@ -1,5 +1,9 @@
 """Build one zoo model into resources/models/<name> (trained briefly when zoo.training or its own training is set)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import torch
 
 from unsure import zoo

@@ -1,5 +1,9 @@
 """Follow-up analyses of one model: k% study, hard contexts (ARD), sample size, POS and meaning level."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import os
 
 import pandas as pd

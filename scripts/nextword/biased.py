@@ -1,5 +1,9 @@
 """The biased estimator (appendix A), one shard: surface forms of samples, nucleus, greedy, corpus and typed words."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 import torch
 

@@ -1,5 +1,9 @@
 """Every headline metric of every system (samples files, pre-collected or from the engine), human and oracle."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import write_parquet

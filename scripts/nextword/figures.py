@@ -1,5 +1,9 @@
 """Draw figures 1-4, 5, 10, 12 and the appendix figures (PNG and PDF)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

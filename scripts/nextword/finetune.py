@@ -1,5 +1,9 @@
 """Fine-tune the model as a language model on the passages of every fold but one (appendix F); keep the loss curves."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import torch
 
 from unsure.config import Model

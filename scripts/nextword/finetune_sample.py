@@ -1,5 +1,9 @@
 """Sample the held-out fold from the fine-tuned model and from the model before fine-tuning."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 import torch
 

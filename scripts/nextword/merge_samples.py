@@ -1,5 +1,9 @@
 """Merge sampled shards into a samples file (JSON Lines, the pre-collected format; words as generated) and totals."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.io import read_parquet, write_json
 from unsure.logs import logged
 from unsure.nextword.data import write_samples

@@ -1,5 +1,9 @@
 """Download NLTK's averaged perceptron tagger and the universal tagset mapping into one folder."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import nltk
 
 from unsure.io import atomic_dir

@@ -1,5 +1,9 @@
 """Read the norms: positions, normalised human counts, corpus targets and the oracle splits."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.nextword.study import prepare

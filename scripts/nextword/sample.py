@@ -1,5 +1,9 @@
 """Sample next words for one shard of the positions: unbiased/tempered sampling or a chat prompting mode."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 import torch
 

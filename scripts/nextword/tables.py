@@ -6,6 +6,10 @@ on the norms and each system's samples in their loop's order; ``corrected``: our
 difference. Then the biased estimator, ARD coefficients and the token level.
 """
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

@@ -1,5 +1,9 @@
 """Token level (appendix D): the model's next-token log-probabilities of the human responses' first tokens."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 import torch
 

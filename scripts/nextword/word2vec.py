@@ -1,5 +1,9 @@
 """Download pretrained word vectors from the gensim-data release (word2vec binary, gzipped)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.download import all_of, fetch, nonempty, not_html
 from unsure.logs import logged
 

@@ -1,5 +1,9 @@
 """One uncertainty profile per model: the studies' headline numbers, their table and figure."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 from unsure.logs import logged

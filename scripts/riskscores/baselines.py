@@ -1,5 +1,9 @@
 """Logistic regression and XGBoost on the training split, scored on the same rows as the models."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import write_parquet

@@ -2,6 +2,10 @@
 a time (least important first, by mean permutation importance over every model analysed), for
 one model (or XGBoost) on one task."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.config import Model

@@ -1,5 +1,9 @@
 """Every figure of the study: fig2-fig6 and figA1-figA9."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

@@ -1,5 +1,9 @@
 """Permutation importance (AUC drop) of each feature for one model (or XGBoost) on one task."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.config import Model

@@ -1,6 +1,10 @@
 """Risk scores of one model on one shard of every task's rows, with every prompting kind: the
 model loads once per job."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from functools import partial
 
 import pandas as pd

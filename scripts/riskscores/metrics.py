@@ -1,6 +1,10 @@
 """All per-row scores in one file (labels and splits joined), and every metric per
 model x task x prompting and for the baselines."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import read_parquet, write_parquet

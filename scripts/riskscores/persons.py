@@ -1,5 +1,9 @@
 """Read every state's person zip once into one parquet file (kept columns only, stable row ids)."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import write_parquet

@@ -1,5 +1,9 @@
 """The per-instance file the subgroups study reads: multiple-choice scores of every model and XGBoost."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import write_parquet

@@ -1,5 +1,9 @@
 """The paper's per-task tables (table 1: ACSIncome, tables A1-A4) and the reproduction ledger."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

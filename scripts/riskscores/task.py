@@ -3,6 +3,10 @@ written by the jobs that prompt with it, in the words of the study's protocol
 (:func:`unsure.riskscores.prompts.row_texts`), so that a change of protocol leaves this file
 and the baselines trained on it alone."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import write_parquet

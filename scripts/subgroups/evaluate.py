@@ -1,5 +1,9 @@
 """Run the evaluation protocol on one prepared source: every method on every repetition."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.subgroups.evaluate import EvaluationSettings, evaluate

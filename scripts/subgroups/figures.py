@@ -1,5 +1,9 @@
 """Draw the study's figures (PNG and PDF) from the per-unit metrics and one source's estimates."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

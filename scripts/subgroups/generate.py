@@ -1,5 +1,9 @@
 """Write a generated per-instance input (the source study's schema) and the means it was drawn from."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.subgroups.generate import generate

@@ -1,5 +1,9 @@
 """Validate a source's per-instance file; form subgroups, truths and unit features."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.subgroups.features import read_and_prepare

@@ -1,5 +1,9 @@
 """Average each source's estimates over repetitions into per-unit MSE, coverage and width."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 import pandas as pd
 
 from unsure.io import write_parquet

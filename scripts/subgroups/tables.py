@@ -1,5 +1,9 @@
 """Write the study's tables (CSV, Markdown, LaTeX) from the per-unit metrics, and the reproduction ledger."""
 
+from unsure.forkserver import hand_off
+
+hand_off()
+
 from pathlib import Path
 
 import pandas as pd

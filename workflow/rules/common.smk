@@ -15,6 +15,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from unsure.config import ConfigError, Studies, parse_config, read_config_file
+from unsure import forkserver
 from unsure.controller import (
     clear_stale_locks,
     forget_controller,
@@ -69,6 +70,9 @@ onstart:
         forget_controller,
         record_controller(".snakemake", own_lock_files(workflow.persistence)),
     )
+    # a local run's jobs start from a process that has already imported their libraries
+    if workflow.local_exec and not workflow.touch:
+        forkserver.start()
 
 
 def zoo_models_in_use():
