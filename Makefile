@@ -1,6 +1,6 @@
 # The README's two commands: `make demo` and `make test`.
 # Both create .venv when it is missing. torch is installed first, pinned, so
-# pip takes the CPU build (on a GPU machine, see README "GPU install").
+# pip takes the CPU build (on a GPU machine, see README "Installing").
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python

@@ -1098,7 +1098,7 @@ def test_unsure_without_run_prints_its_usage(capsys: pytest.CaptureFixture[str])
 
 
 def test_unsure_is_a_console_script() -> None:
-    """``unsure run ...`` is what the README documents; ``python -m unsure.run`` is the same without it."""
+    """``unsure run ...`` is what docs/configuration.md documents; ``python -m unsure.run`` is the same without it."""
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]

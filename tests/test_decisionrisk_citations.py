@@ -1,9 +1,10 @@
 """Every citation of the five reproduced papers names the paper's own first author.
 
 The first authors are read from the papers' first pages in ``../shared/papers/``
-(file names ``<study>-<first author>-...``); the README's study table, the
-config's model comments and the report captions (``workflow/report/``) must
-cite each study's paper by that surname and by no other.
+(file names ``<study>-<first author>-...``); the study tables of the README and
+of ``docs/studies/README.md``, the guides (``docs/``), the config's model comments
+and the report captions (``workflow/report/``) must cite each study's paper by
+that surname and by no other.
 """
 
 from __future__ import annotations
@@ -49,13 +50,22 @@ def test_first_authors_match_the_papers() -> None:
             assert surname in first_page, f"{paper.name}: {surname} not among the authors on its first page"
 
 
+DOCS = (REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")))
+"""The README and its guides."""
+STUDY_TABLES = (REPO / "README.md", REPO / "docs" / "studies" / "README.md")
+"""The README's one-line-per-study table and the studies guide's fuller one."""
+
+
 def test_readme_cites_each_study_by_its_first_author() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    for study in STUDIES:
-        (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{study}` |")]
-        assert _citations(row)[:1] == [FIRST_AUTHORS[study]], row
+    for table in STUDY_TABLES:
+        text = table.read_text(encoding="utf-8")
+        for study in STUDIES:
+            (row,) = [line for line in text.splitlines() if line.startswith(f"| `{study}` |")]
+            assert _citations(row)[:1] == [FIRST_AUTHORS[study]], (table.name, row)
     known = set(FIRST_AUTHORS.values())
-    assert set(_citations(readme)) <= known, sorted(set(_citations(readme)) - known)
+    for doc in DOCS:
+        cited = set(_citations(doc.read_text(encoding="utf-8")))
+        assert cited <= known, (doc.relative_to(REPO), sorted(cited - known))
 
 
 def test_config_comments_cite_first_authors() -> None:
@@ -87,9 +97,9 @@ def test_code_docstrings_cite_the_decisionrisk_authors() -> None:
 
 
 def test_model_substitutions_are_disclosed() -> None:
-    """The paper's RoBERTa Ensemble and gpt-3.5-turbo are not what we run; README and captions say so."""
-    readme = _flat((REPO / "README.md").read_text(encoding="utf-8"))
-    section = readme.split("### Study: decisionrisk", 1)[1].split("### Study:", 1)[0]
+    """The paper's RoBERTa Ensemble and gpt-3.5-turbo are not what we run; the study's guide and captions say so."""
+    section = _flat((REPO / "docs" / "studies" / "decisionrisk.md").read_text(encoding="utf-8"))
+    assert section.startswith("# Study: decisionrisk"), section[:80]
     assert "RoBERTa Ensemble" in section and "roberta-large" in section and "gpt-3.5-turbo" in section
     for name in ("table1", "table2", "fig2"):
         caption = _flat((REPO / "workflow/report/decisionrisk" / f"{name}.rst").read_text(encoding="utf-8"))

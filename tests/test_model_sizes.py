@@ -131,7 +131,7 @@ def test_paper_config_asks_each_model_for_the_gpus_its_estimate_needs() -> None:
 
 
 QWEN = {"id": "Qwen/Qwen2-7B-Instruct", "instruct": True, "gpus": 1, "params": 7.62}
-"""The README's "Adding a model" example."""
+"""The "Adding a model" example of docs/configuration.md."""
 
 
 def test_a_hub_model_this_machine_cannot_hold_is_named_with_its_size_and_where_it_runs() -> None:
@@ -152,7 +152,7 @@ def test_a_hub_model_this_machine_cannot_hold_is_named_with_its_size_and_where_i
 
 @pytest.mark.workflow
 def test_the_readme_example_pasted_into_the_demo_warns_at_plan_time(tmp_path: Path) -> None:
-    """A newcomer pasted the README's Qwen entry into demo.yaml: the dry run said nothing of the
+    """A newcomer pasted the Qwen entry of docs/configuration.md into demo.yaml: the dry run said nothing of the
     15 GB it would download and run on a laptop's CPU (issue 30)."""
     import subprocess
     import sys

@@ -3,7 +3,7 @@
 A copy of the workflow (tests/workflow_helpers.copy_workflow) runs ``nextword_tables``
 under ``protocol: paper`` on the real Provo responses (written as the OSF norms
 file, ``data.provo.source: local``) and the paper's released GPT-2 (T=0.5),
-BLOOM, ChatGPT and ChatGPT-D samples, converted as the README documents and
+BLOOM, ChatGPT and ChatGPT-D samples, converted as docs/studies/nextword.md documents and
 given as ``sample_files``. Every printed Table 1 cell of those four columns must
 be the ledger's ``paper`` value rounded to the printed two digits (but for the
 cell whose note explains why not, which must be within 0.01), the expected TVD

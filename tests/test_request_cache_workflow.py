@@ -114,7 +114,7 @@ def digests(folder: Path) -> dict[str, str]:
 
 
 def test_two_configs_in_two_directories_leave_each_others_results_alone(checkout: Path, tmp_path: Path) -> None:
-    """README: ``--directory`` per config. The workflow's scripts, schema and profile resolve
+    """docs/configuration.md: ``--directory`` per config. The workflow's scripts, schema and profile resolve
     from the Snakefile's folder; results, resources, logs and the cache from the directory."""
     target = "results/riskscores/data/ACSIncome.parquet"
     configs = {"a": demo_config(checkout, "a.yaml", n_eval=80), "b": demo_config(checkout, "b.yaml", n_eval=60)}

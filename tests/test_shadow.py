@@ -5,7 +5,7 @@ loopback server, run to the last table and figure of every study.
 CI runs the CI variant (``python -m unsure.shadow --ci``): the same merged config with the
 entries that differ only in size folded into one (:data:`FOLDED`), so that every study, every
 prompting mode and every (family, tokenizer, instruct, backend, template) combination of the
-paper config runs within CI's budget. The full variant (every entry) is the README's command.
+paper config runs within CI's budget. The full variant (every entry) is docs/slurm.md's command.
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ def test_killed_controller_rerun_finishes_only_unfinished_work(local_run: Path, 
     first.communicate(timeout=60)
     assert caught is not None, "no inference shard was caught mid-run"
     assert list((root / ".snakemake" / "locks").glob("*.lock")), "a killed controller should leave its lock"
-    # The killed controller's jobs run on; let them leave the queue (as the README advises).
+    # The killed controller's jobs run on; let them leave the queue (as docs/slurm.md advises).
     deadline = time.monotonic() + 600
     while any("riskscores" in comment for _, comment in queued()) and time.monotonic() < deadline:
         time.sleep(1)

@@ -497,7 +497,7 @@ class Nextword(Study):
     position dropped); ``corrected``: ours. Both are metric-level: the choice is which values Table 1 shows,
     and ``tables/reproduction`` (``unsure.nextword.paper.reproduction_table``) shows both per cell."""
     sample_files: dict[Name, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
-    """Pre-collected samples (JSON Lines, format in the README) by system name; each is one more system."""
+    """Pre-collected samples (JSON Lines, format in docs/studies/nextword.md) by system name; one more system each."""
     biased_models: tuple[Name, ...] = ()
     """Models whose biased estimator (appendix A) is computed (Hugging Face backend only)."""
     nucleus: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = (0.7, 0.8, 0.9)
