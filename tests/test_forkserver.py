@@ -112,6 +112,28 @@ def test_the_server_imports_what_earlier_jobs_imported_before_it_forks_the_next(
     assert (first["was_imported"], second["was_imported"]) == (False, True)
 
 
+def test_a_job_ends_as_a_script_does_its_threads_joined_and_its_worker_pools_shut_down(
+    server: forkserver.Running, tmp_path: Path
+) -> None:
+    """A joblib (loky) pool shuts down in threading's exit hooks, which run before atexit's: a job
+    that used one hung at its end when only the atexit functions ran."""
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import os, threading, time\n"
+        "from unsure.forkserver import hand_off\n\n"
+        "hand_off()\n\n"
+        "from joblib import Parallel, delayed\n"
+        "print(os.getppid(), sum(Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(4))), flush=True)\n"
+        "threading.Thread(target=lambda: (time.sleep(0.5), open('thread-ran', 'w').close())).start()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(server.process.pid), "6"]
+    assert (tmp_path / "thread-ran").exists()
+
+
 def test_a_failing_job_shows_its_own_traceback_and_exits_1(server: forkserver.Running, job: Path) -> None:
     done = _run(job, "fail")
     assert _said(done)["ppid"] == server.process.pid
@@ -172,7 +194,7 @@ def test_a_killed_job_process_takes_its_child_with_it(server: forkserver.Running
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie has ended
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped, maybe while being read
         return False
 
 

@@ -348,10 +348,7 @@ def _run_child(
         new = [n for n in sys.modules if n not in before and n not in ("__main__", "__mp_main__")]
         with contextlib.suppress(OSError):
             (folder / f"imports-{os.getpid()}.json").write_text(json.dumps(new))
-        with contextlib.suppress(Exception):
-            import atexit as _atexit
-
-            _atexit._run_exitfuncs()
+        _finalize()
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
@@ -360,6 +357,16 @@ def _run_child(
             signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         os._exit(code if code >= 0 else 1)
+
+
+def _finalize() -> None:
+    """What the interpreter does when a script ends, in its order: join the threads that are not
+    daemons and run ``threading``'s exit hooks (a joblib/loky worker pool shuts down there), then
+    the ``atexit`` functions (``multiprocessing`` joins its children there)."""
+    with contextlib.suppress(Exception):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
 
 
 def _print_from_script(err: BaseException) -> None:
