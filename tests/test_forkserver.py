@@ -40,7 +40,9 @@ if what == "wait":
         print("waiting", flush=True)
         time.sleep(60)
     except KeyboardInterrupt:
-        open("interrupted", "w").close()
+        with open("interrupted", "a") as f:
+            f.write("x")  # a second interrupt (passed on twice) would end the job before this line
+        time.sleep(0.5)
         raise
 sys.exit(int(what) if what.isdigit() else 0)
 """
@@ -167,6 +169,37 @@ def test_a_ctrl_c_reaches_the_job_once_and_its_process_ends_as_the_job_did(
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == -signal.SIGINT
     assert (job.parent / "work" / "interrupted").exists()
+
+
+def test_signals_to_the_jobs_process_group_reach_the_job_once_and_stop_it_too(
+    server: forkserver.Running, job: Path
+) -> None:
+    """As under Snakemake: the job's process is a member of the run's process group (here a shell's).
+    A SIGSTOP to the group stops the job; a SIGINT to it interrupts the job once."""
+    work = job.parent / "work"
+    work.mkdir()
+    group = subprocess.Popen(
+        ["sh", "-c", f"{sys.executable} {job} wait; :"],  # `; :` keeps sh the group's leader, python a member
+        cwd=work,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    assert group.stdout is not None
+    said = json.loads(group.stdout.readline())
+    assert group.stdout.readline() == "waiting\n"
+    child = said["pid"]
+    assert said["ppid"] == server.process.pid and os.getpgid(child) == group.pid
+    os.killpg(group.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}/stat").read_text().split()[2] != "T":
+        assert time.monotonic() < deadline, "the job ran on after its group was stopped"
+        time.sleep(0.05)
+    os.killpg(group.pid, signal.SIGCONT)
+    os.killpg(group.pid, signal.SIGINT)  # to sh as well, which then ends as its job did
+    assert group.wait(timeout=30) == -signal.SIGINT
+    assert (work / "interrupted").read_text() == "x"
 
 
 def test_a_signal_the_jobs_process_ignores_is_ignored_by_the_job(server: forkserver.Running, job: Path) -> None:

@@ -4,10 +4,13 @@ A job that loads a model spends about 8 s importing torch, transformers and
 pandas before its first line of work (2 cores), and the demo and the CI shadow
 run 100-150 such jobs. In a local run the controller starts one server
 (:func:`start`); a rule script's first statement, :func:`hand_off`, sends the
-job to it. The server forks a child that has every module the same script's
-last job imported, and the child runs the script with the job's working
-directory, environment, arguments and standard streams. The job's process
-waits, passes signals on, and ends with the child's exit status.
+job to it. The server first imports every module that earlier jobs imported,
+then forks a child that runs the script with the job's working directory,
+environment, arguments, standard streams and thread count, in the job's process
+group: signals sent to the group (a Ctrl-C, Ctrl-Z, ``kill -STOP -PGID``) reach
+the child as they would the job. The job's process leaves the group, passes on
+the signals sent to it alone (Snakemake's SIGTERM), ends with the child's exit
+status, and takes the child with it when it is killed.
 
 A job runs on its own (a cold start) when there is no server (SLURM and other
 executors, dry runs, a server still starting), when its environment differs
@@ -76,7 +79,14 @@ def hand_off() -> None:
         return
     ignored = [sig for sig in SIGNALS if signal.getsignal(sig) == signal.SIG_IGN]  # the child ignores them too
     request = json.dumps(
-        {"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ), "python": sys.executable, "ignored": ignored}
+        {
+            "argv": sys.argv,
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "python": sys.executable,
+            "ignored": ignored,
+            "group": os.getpgrp(),
+        }
     ).encode()
     child: list[int] = []  # its pid, once the server has said it
     early: list[int] = []  # signals that came before
@@ -106,6 +116,9 @@ def hand_off() -> None:
             signal.raise_signal(signum)
         return
     child.append(int(first[1]))
+    with contextlib.suppress(OSError):  # the child took this process's place in its process group:
+        if os.getpgid(child[0]) == os.getpgrp():  # signals sent to the group (a Ctrl-C, killpg) reach it
+            os.setpgid(0, 0)  # there, and only those sent to this process are passed on
     for signum in early:
         pass_on(signum, None)
     end = replies.readline().split()
@@ -130,7 +143,7 @@ class Running:
             [sys.executable, "-m", "unsure.forkserver", self.address],
             cwd=workdir,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C reaches the jobs' own processes, which pass it on once
+            process_group=0,  # its own group: signals to the run's group reach the jobs, not it
         )
 
     def stop(self) -> None:
@@ -175,6 +188,7 @@ class _Server:
         """Library file -> its modification time when the server imported it."""
         self.children: dict[int, socket.socket] = {}
         self.stopping = False
+        self.events = selectors.DefaultSelector()
 
     def serve(self) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -186,18 +200,22 @@ class _Server:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        events = selectors.DefaultSelector()
-        events.register(listener, selectors.EVENT_READ)
-        events.register(wake_r, selectors.EVENT_READ)
+        self.events = selectors.DefaultSelector()
+        self.events.register(listener, selectors.EVENT_READ)
+        self.events.register(wake_r, selectors.EVENT_READ)
         self._note_loaded()
         while True:
-            for key, _ in events.select(timeout=1.0):
+            for key, _ in self.events.select(timeout=1.0):
                 if key.fileobj is listener and not self.stopping:
                     conn, _ = listener.accept()
                     self._accept(conn, (listener, wake_r, wake_w))
                 elif key.fileobj == wake_r:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_r, 512)
+                elif key.data is not None:  # a job's process closed its end before its child ended:
+                    self.events.unregister(key.fileobj)  # it was killed (SIGKILL), and so is the child
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(key.data, signal.SIGKILL)
             self._reap()
             if os.getppid() != self.parent:  # the controller is gone: serve no more jobs
                 self.stopping = True
@@ -233,9 +251,12 @@ class _Server:
             gc.freeze()  # the children's collections skip the server's objects (and copy fewer pages)
             pid = os.fork()
             if pid == 0:
-                _run_child(conn, request, fds, (*private, *self.children.values()), self.folder)
+                _run_child(conn, request, fds, (*private, *self.children.values(), self.events), self.folder)
+            with contextlib.suppress(OSError):  # the job's process group (the child does the same: no race)
+                os.setpgid(pid, request["group"])
             self.children[pid] = conn
             conn.sendall(f"pid {pid}\n".encode())
+            self.events.register(conn, selectors.EVENT_READ, data=pid)  # the job's process sends no more
         except OSError:
             conn.close()
         finally:
@@ -285,6 +306,8 @@ class _Server:
             conn = self.children.pop(pid, None)
             if conn is None:
                 continue
+            with contextlib.suppress(KeyError):
+                self.events.unregister(conn)
             code = os.waitstatus_to_exitcode(status)
             with contextlib.suppress(OSError):
                 conn.sendall((f"signal {-code}\n" if code < 0 else f"exit {code}\n").encode())
@@ -310,6 +333,8 @@ def _run_child(
     global _served
     code = 1
     try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, request["group"])
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
@@ -318,7 +343,7 @@ def _run_child(
             signal.signal(sig, signal.SIG_IGN)
         for item in private:
             with contextlib.suppress(OSError):
-                item.close() if isinstance(item, socket.socket) else os.close(item)
+                item.close() if isinstance(item, socket.socket | selectors.BaseSelector) else os.close(item)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.chdir(request["cwd"])
@@ -328,8 +353,7 @@ def _run_child(
         sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as for `python script.py`
         tempfile.tempdir = None  # read TMPDIR again
         _apply_threads(os.environ.get("OMP_NUM_THREADS"))
-        conn.settimeout(None)
-        threading.Thread(target=_end_with_the_job, args=(conn,), daemon=True).start()
+        conn.close()  # the server watches the job's process on its end
         before = set(sys.modules)
         _served = True
         try:
@@ -389,14 +413,6 @@ def _apply_threads(value: str | None) -> None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(n)
-
-
-def _end_with_the_job(conn: socket.socket) -> None:
-    """The job's process is gone (killed with SIGKILL): so is the child that ran its job."""
-    with contextlib.suppress(OSError):
-        while conn.recv(1):
-            pass
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 if __name__ == "__main__":  # run by start(): the children must see this module under its own name
