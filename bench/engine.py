@@ -42,7 +42,6 @@ import pandas as pd
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from unsure import zoo
 from unsure.config import ZooModel
 from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest
 from unsure.engine.hf import HFEngine, Packed
@@ -53,6 +52,7 @@ from unsure.riskscores.dictionary import read_dictionary
 from unsure.riskscores.prompts import build_prompt, row_texts
 from unsure.riskscores.scoring import make_scorer
 from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip, task_rows
+from unsure.zoo.build import build, training_texts
 
 _R = TypeVar("_R")
 BUDGETS = (1_024, 2_048, 4_096, 8_192, 16_384)
@@ -71,7 +71,7 @@ REAL_DICTIONARY = Path(__file__).resolve().parents[2] / "shared/data/acs/PUMS_Da
 
 def build_model(root: Path, hidden: int, layers: int) -> Path:
     spec = ZooModel(architecture="llama", vocab_size=8000, hidden_size=64, layers=1, heads=4)
-    zoo.build("tok", spec, zoo.training_texts(seed=0, n_sentences=20000), root / "tok", zoo_seed=0)
+    build("tok", spec, training_texts(seed=0, n_sentences=20000), root / "tok", zoo_seed=0)
     tok = AutoTokenizer.from_pretrained(root / "tok")
     config = LlamaConfig(
         vocab_size=32_000,

@@ -21,10 +21,11 @@ import torch
 from scipy.stats import chisquare
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
-from unsure import zoo
 from unsure.config import Model, ZooModel
 from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest, load_engine
 from unsure.engine.hf import HFEngine, family_bos
+from unsure.engine.pretrained import TOKENIZER_FILES
+from unsure.zoo.build import build
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tokenizers"
 
@@ -60,7 +61,7 @@ def family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     model_type = OTHER_ARCHITECTURES.get(name, (name, None))[1]
     spec = ZooModel(tokenizer=str(_folder(name)), model_type=model_type, hidden_size=32, layers=2, heads=4)
     out = tmp_path_factory.mktemp("families") / name
-    zoo.build(name, spec, [], out, zoo_seed=0)
+    build(name, spec, [], out, zoo_seed=0)
     if model_type is not None:
         assert AutoModelForCausalLM.from_pretrained(out).config.model_type == model_type
     return name, out
@@ -86,7 +87,7 @@ def _log_softmax_rows(model: PreTrainedModel, ids: list[int]) -> torch.Tensor:
 def test_the_tiny_model_keeps_the_real_tokenizer_byte_for_byte(family: tuple[str, Path]) -> None:
     name, path = family
     for real in _folder(name).iterdir():
-        if real.name in zoo.TOKENIZER_FILES:
+        if real.name in TOKENIZER_FILES:
             assert (path / real.name).read_bytes() == real.read_bytes(), real.name
     config = AutoModelForCausalLM.from_pretrained(path).config
     assert config.vocab_size >= len(AutoTokenizer.from_pretrained(_folder(name)))
@@ -298,7 +299,7 @@ def _fixed_distribution_model(tokenizer_dir: Path, out: Path, probs: dict[str, f
         model.lm_head.weight.copy_(logits[:, None].expand(-1, hidden) / hidden)
     model.save_pretrained(out)
     for real in tokenizer_dir.iterdir():
-        if real.name in zoo.TOKENIZER_FILES - {"generation_config.json"}:
+        if real.name in TOKENIZER_FILES - {"generation_config.json"}:
             shutil.copyfile(real, out / real.name)
     return out
 
@@ -346,7 +347,7 @@ def test_the_zoo_builds_roberta_from_its_tokenizer_folder_without_config_json(tm
 
     folder = _folder("roberta-base")
     spec = ZooModel(tokenizer=str(folder), model_type="roberta", hidden_size=32, layers=2, heads=4)
-    zoo.build("roberta", spec, [], tmp_path / "roberta", zoo_seed=0)
+    build("roberta", spec, [], tmp_path / "roberta", zoo_seed=0)
     config = AutoConfig.from_pretrained(tmp_path / "roberta")
     assert config.architectures == ["RobertaForMultipleChoice"]
     assert (config.vocab_size, config.pad_token_id, config.bos_token_id, config.eos_token_id) == (50265, 1, 0, 2)
@@ -357,7 +358,7 @@ def test_the_zoo_builds_roberta_from_its_tokenizer_folder_without_config_json(tm
     )
     np.testing.assert_allclose(probs.sum(axis=1), 1.0)
     with pytest.raises(FileNotFoundError, match="model_type"):
-        zoo.build(
+        build(
             "bare", ZooModel(tokenizer=str(folder), hidden_size=32, layers=2, heads=4), [], tmp_path / "b", zoo_seed=0
         )
 

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from workflow_helpers import jobs, snakemake
 
-from unsure import zoo
 from unsure.config import ZooModel
 from unsure.engine.encoder import MultipleChoiceEncoder, finetune
+from unsure.zoo.build import build, training_texts
 
 
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bert") / "tiny-bert"
     spec = ZooModel(architecture="bert", vocab_size=600, hidden_size=32, layers=1, heads=2)
-    zoo.build("tiny-bert", spec, zoo.training_texts(seed=0, n_sentences=1500), out, zoo_seed=0)
+    build("tiny-bert", spec, training_texts(seed=0, n_sentences=1500), out, zoo_seed=0)
     return out
 
 

@@ -16,12 +16,12 @@ import pytest
 from openai_server import Server
 from test_engine_sampling import fixed_distribution_model
 
-from unsure import zoo
 from unsure.config import Model, ZooModel
 from unsure.engine import ChoiceRequest, ContinuationRequest, Unsupported, WordSamplingRequest, load_engine
 from unsure.engine.api import NUMERIC_REPLY_TOKENS, APIEngine, APIResponseError, letter_probs
 from unsure.engine.hf import HFEngine
 from unsure.engine.words import parse_probability
+from unsure.zoo.build import build, training_texts
 
 KEY = "sk-test-0123456789abcdef-never-logged"
 ENV = "UNSURE_TEST_API_KEY"
@@ -33,7 +33,7 @@ FIXED = {"▁A": 0.4, "▁B": 0.25, "A": 0.05, "▁the": 0.1, "▁cat": 0.1, "."
 def models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path]) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("api-models")
     spec = ZooModel(architecture="llama", vocab_size=2000, hidden_size=64, layers=2, heads=4, chat=True)
-    zoo.build("llama-chat", spec, zoo.training_texts(seed=0, n_sentences=3000), root / "llama-chat", zoo_seed=0)
+    build("llama-chat", spec, training_texts(seed=0, n_sentences=3000), root / "llama-chat", zoo_seed=0)
     fixed = fixed_distribution_model(root / "llama-chat", root / "fixed", FIXED)
     return {"fixed": fixed, "llama": tiny_models["llama"], "llama-chat": root / "llama-chat"}
 

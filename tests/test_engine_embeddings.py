@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from unsure import zoo
 from unsure.config import ZooModel
 from unsure.engine.embeddings import cosine, embed
+from unsure.zoo.build import build, training_texts
 
 TEXTS = ["The cat sat on the mat.", "A dog ran.", "The cat sat on the mat.", "Rain is likely tomorrow in the north."]
 
@@ -18,7 +18,7 @@ TEXTS = ["The cat sat on the mat.", "A dog ran.", "The cat sat on the mat.", "Ra
 def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bert") / "bert"
     spec = ZooModel(architecture="bert", vocab_size=800, hidden_size=32, layers=1, heads=2)
-    zoo.build("bert", spec, zoo.training_texts(seed=0, n_sentences=2000), out, zoo_seed=0)
+    build("bert", spec, training_texts(seed=0, n_sentences=2000), out, zoo_seed=0)
     return out
 
 

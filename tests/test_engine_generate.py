@@ -12,9 +12,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from unsure import zoo
 from unsure.config import ZooModel
 from unsure.engine.hf import HFEngine
+from unsure.zoo.build import build, training_texts
 
 USERS = [
     "",
@@ -34,7 +34,7 @@ def models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path
     """The session's GPT-2 and Llama, a ChatML chat Llama and a bigram model on its tokenizer."""
     root = tmp_path_factory.mktemp("generate-models")
     spec = ZooModel(architecture="llama", vocab_size=800, hidden_size=64, layers=2, heads=4, chat=True)
-    zoo.build("llama-chat", spec, zoo.training_texts(seed=0, n_sentences=3000), root / "llama-chat", zoo_seed=0)
+    build("llama-chat", spec, training_texts(seed=0, n_sentences=3000), root / "llama-chat", zoo_seed=0)
     return {**tiny_models, "llama-chat": root / "llama-chat", "bigram": bigram_model(root / "llama-chat", root / "bi")}
 
 

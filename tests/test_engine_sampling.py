@@ -11,11 +11,11 @@ import torch
 from scipy.stats import chisquare
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from unsure import zoo
 from unsure.config import ZooModel
 from unsure.engine import WordSamplingRequest, decoding
 from unsure.engine.hf import HFEngine
 from unsure.engine.words import first_word
+from unsure.zoo.build import build, training_texts
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ FAMILIES = {
 )
 def test_word_distribution_matches_the_exact_one(family: str, temperature: float, tmp_path: Path) -> None:
     spec = ZooModel(architecture=family, vocab_size=1000, hidden_size=16, layers=1, heads=2)  # type: ignore[arg-type]
-    zoo.build(family, spec, zoo.training_texts(seed=0, n_sentences=2000), tmp_path / "tok", zoo_seed=0)
+    build(family, spec, training_texts(seed=0, n_sentences=2000), tmp_path / "tok", zoo_seed=0)
     starts, cont, punct = FAMILIES[family]
     model_probs = {**{t: 0.25 for t in starts if t != cont}, cont: 0.3, punct: 0.2}
     path = fixed_distribution_model(tmp_path / "tok", tmp_path / "model", model_probs)

@@ -186,12 +186,12 @@ def test_weights_rebuilt_at_the_same_path_are_never_mixed_into_a_resumed_shard(r
     """A fault tester killed a shard after 4 of 10 chunks, rebuilt the model at the same path
     with another zoo seed and reran: 40 of 100 rows kept the old model's scores, because the
     fingerprint covered the config entry and not the weights."""
-    from unsure import zoo
     from unsure.config import Model, ZooModel
+    from unsure.zoo.build import build, training_texts
 
     frame = pd.read_parquet(rows)
     spec = ZooModel(architecture="gpt2", vocab_size=400, hidden_size=32, layers=1, heads=2)
-    texts = zoo.training_texts(seed=0, n_sentences=500)
+    texts = training_texts(seed=0, n_sentences=500)
     path = tmp_path / "resources" / "models" / "m"
     entry = Model(id=str(path), gpus=0)
     out = tmp_path / "s.parquet"
@@ -207,12 +207,12 @@ def test_weights_rebuilt_at_the_same_path_are_never_mixed_into_a_resumed_shard(r
 
         return score
 
-    zoo.build("m", spec, texts, path, zoo_seed=0)
+    build("m", spec, texts, path, zoo_seed=0)
     with pytest.raises(KeyboardInterrupt):
         run_shard(frame, scorer(4), out, shard=0, n_shards=1, chunk_rows=4, fingerprint={"m": "same"}, model=entry)
     assert len(list(out.with_name(out.name + ".chunks").glob("chunk-*.parquet"))) == 4
 
-    zoo.build("m", spec, texts, path, zoo_seed=1)  # other weights, same path, same entry
+    build("m", spec, texts, path, zoo_seed=1)  # other weights, same path, same entry
     resumed = run_shard(frame, scorer(None), out, shard=0, n_shards=1, chunk_rows=4, fingerprint={"m": "same"},
                         model=entry)  # fmt: skip
     fresh = run_shard(frame, scorer(None), tmp_path / "fresh.parquet", shard=0, n_shards=1, chunk_rows=4,

@@ -27,13 +27,13 @@ import torch
 from labelbias_authors import prefix_aligned, score_batch, score_completions, task_probabilities
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from unsure import zoo
 from unsure.config import ZooModel
 from unsure.engine import ContinuationRequest
 from unsure.engine.hf import HFEngine
 from unsure.labelbias.prompts import build_items, pools, read_templates
 from unsure.labelbias.scoring import ItemScorer, TaskPrompting, continuation, prompt_fit, score_contexts_both
 from unsure.labelbias.tasks import draw_instances, read_task
+from unsure.zoo.build import build
 
 REFERENCE = Path(__file__).parent / "data" / "labelbias_authors_scores.json"
 BAR = 1e-5
@@ -115,7 +115,7 @@ def build_model(shared_data: Path, out: Path) -> Path:
     folder = shared_data / "tokenizers" / "llama-2-7b"
     if not folder.is_dir():
         pytest.skip(f"{folder} is absent (the real tokenizers live in ../shared/data/tokenizers)")
-    zoo.build("llama-2-7b", ZooModel(tokenizer=str(folder), **SPEC), [], out, zoo_seed=0)
+    build("llama-2-7b", ZooModel(tokenizer=str(folder), **SPEC), [], out, zoo_seed=0)
     return out
 
 

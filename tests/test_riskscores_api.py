@@ -12,13 +12,13 @@ import pytest
 from openai_server import Server
 from test_engine_sampling import fixed_distribution_model
 
-from unsure import zoo
 from unsure.config import Model, ZooModel
 from unsure.engine import ChoiceRequest, load_engine
 from unsure.engine.hf import HFEngine
 from unsure.riskscores.prompts import LETTERS, NUMERIC_PREFIX, build_prompt, positive_letter
 from unsure.riskscores.scoring import make_scorer
 from unsure.riskscores.tasks import FOLKTABLES
+from unsure.zoo.build import build, training_texts
 
 KEY = "sk-test-riskscores"
 ENV = "UNSURE_TEST_RISKSCORES_KEY"
@@ -31,7 +31,7 @@ def fixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A chat model answering ``▁A`` 0.4, ``▁B`` 0.25, ``A`` 0.05 (and other tokens) after every context."""
     root = tmp_path_factory.mktemp("riskscores-api")
     spec = ZooModel(architecture="llama", vocab_size=2000, hidden_size=64, layers=2, heads=4, chat=True)
-    zoo.build("llama-chat", spec, zoo.training_texts(seed=0, n_sentences=3000), root / "chat", zoo_seed=0)
+    build("llama-chat", spec, training_texts(seed=0, n_sentences=3000), root / "chat", zoo_seed=0)
     probs = {"▁A": 0.4, "▁B": 0.25, "A": 0.05, "▁the": 0.1, "▁cat": 0.1, ".": 0.05, "7": 0.03, "3": 0.02}
     return fixed_distribution_model(root / "chat", root / "fixed", probs)
 

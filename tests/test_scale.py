@@ -235,11 +235,11 @@ def generated_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_measured_lengths_follow_the_prompt_builders(generated_data: Path) -> None:
-    from unsure import zoo
+    from unsure.zoo.build import train_tokenizer, training_texts
 
-    texts = zoo.training_texts(seed=0, n_sentences=1000)
-    tok = zoo.train_tokenizer(ZooModel(architecture="llama", vocab_size=800, hidden_size=64, layers=1, heads=4), texts)
-    enc = zoo.train_tokenizer(ZooModel(architecture="bert", vocab_size=800, hidden_size=64, layers=1, heads=4), texts)
+    texts = training_texts(seed=0, n_sentences=1000)
+    tok = train_tokenizer(ZooModel(architecture="llama", vocab_size=800, hidden_size=64, layers=1, heads=4), texts)
+    enc = train_tokenizer(ZooModel(architecture="bert", vocab_size=800, hidden_size=64, layers=1, heads=4), texts)
     raw = load_config(REPO / "config" / "demo.yaml").model_dump(mode="json", exclude_none=True)
     raw["studies"]["riskscores"]["few_shot"] = 2
     cfg = parse_config(raw)

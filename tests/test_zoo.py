@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMultipleChoice, AutoTokenizer
 
-from unsure import zoo
 from unsure.config import ZooModel
+from unsure.zoo.build import build, training_texts
 
 SPECS = {
     "gpt2": ZooModel(architecture="gpt2", vocab_size=600, hidden_size=32, layers=1, heads=2),
@@ -23,10 +23,10 @@ SPECS = {
 
 BUILD = """
 import sys
-from unsure import zoo
 from unsure.config import ZooModel
+from unsure.zoo.build import build, training_texts
 spec = ZooModel.model_validate_json(sys.argv[1])
-zoo.build(sys.argv[2], spec, zoo.training_texts(seed=0, n_sentences=2000), sys.argv[3], zoo_seed=0)
+build(sys.argv[2], spec, training_texts(seed=0, n_sentences=2000), sys.argv[3], zoo_seed=0)
 """
 
 
@@ -37,9 +37,9 @@ def digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("zoo")
-    texts = zoo.training_texts(seed=0, n_sentences=2000)
+    texts = training_texts(seed=0, n_sentences=2000)
     for name, spec in SPECS.items():
-        zoo.build(name, spec, texts, root / name, zoo_seed=0)
+        build(name, spec, texts, root / name, zoo_seed=0)
     return {name: root / name for name in SPECS}
 
 
@@ -52,7 +52,7 @@ def test_builds_are_byte_identical_across_processes(name: str, built: dict[str, 
 
 
 def test_another_seed_gives_other_weights(built: dict[str, Path], tmp_path: Path) -> None:
-    zoo.build("gpt2", SPECS["gpt2"], zoo.training_texts(seed=0, n_sentences=2000), tmp_path / "g", zoo_seed=1)
+    build("gpt2", SPECS["gpt2"], training_texts(seed=0, n_sentences=2000), tmp_path / "g", zoo_seed=1)
     assert digest(tmp_path / "g")["model.safetensors"] != digest(built["gpt2"])["model.safetensors"]
 
 

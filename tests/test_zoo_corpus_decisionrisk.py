@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 
 from unsure.config import load_config
-from unsure.decisionrisk import zoo_corpus
 from unsure.decisionrisk.confidences import parse_verbal
 from unsure.decisionrisk.data import ORIGINAL, load_benchmark
 from unsure.decisionrisk.infer import generative_scorer
 from unsure.engine import ContinuationRequest, ContinuationScores, Engine
 from unsure.engine.hf import HFEngine
 from unsure.generate.mcqa import BENCHMARKS, linked_choice, write_benchmark
+from unsure.zoo.corpus import decisionrisk as zoo_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = load_config(REPO / "config" / "demo.yaml")

@@ -14,11 +14,11 @@ from unsure.config import Config, load_config
 from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.generate import sni
-from unsure.labelbias import zoo_corpus
 from unsure.labelbias.prompts import Demo
 from unsure.labelbias.scoring import ItemScorer, TaskPrompting, chat_wrapper, continuation, plain
 from unsure.labelbias.tasks import select_tasks
-from unsure.zoo_training import encode
+from unsure.zoo.corpus import labelbias as zoo_corpus
+from unsure.zoo.training import encode
 
 REPO = Path(__file__).resolve().parents[1]
 _DEMO = re.compile(r"Input: (.*?)\n Output: (.*?)\.\n\n", re.S)

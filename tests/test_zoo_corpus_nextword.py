@@ -18,9 +18,9 @@ from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.engine.words import first_word
 from unsure.generate import text
-from unsure.nextword import zoo_corpus
 from unsure.nextword.inference import chat_scorer, parse_word_list
 from unsure.nextword.words import normalize_word
+from unsure.zoo.corpus import nextword as zoo_corpus
 
 _PROMPT = re.compile(
     r"Here is the beginning of a text:\n\n(?P<context>.*?)\n\n(?:Which word comes next\?|Give (?P<n>\d+) guesses)",

@@ -6,21 +6,23 @@ import hashlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from unsure import zoo
-from unsure.config import ZooModel, ZooTraining, parse_config, read_config_file
+from unsure.config import CorpusStudy, ZooModel, ZooTraining, parse_config, read_config_file
 from unsure.engine.hf import HFEngine
 from unsure.engine.requests import ChoiceRequest
-from unsure.riskscores import zoo_corpus
 from unsure.riskscores.prompts import numeric_label
 from unsure.riskscores.scoring import make_scorer
 from unsure.riskscores.tasks import FOLKTABLES
-from unsure.zoo_training import encode, item_loss, train
+from unsure.zoo.build import build, training_texts
+from unsure.zoo.corpus import ZOO_EXAMPLES
+from unsure.zoo.corpus import riskscores as zoo_corpus
+from unsure.zoo.training import encode, item_loss, train
 
 SPEC = ZooModel(architecture="llama", vocab_size=600, hidden_size=32, layers=1, heads=2)
 CHAT = ZooModel(architecture="llama", vocab_size=600, hidden_size=32, layers=1, heads=2, chat=True)
@@ -29,12 +31,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 BUILD = """
 import sys
-from unsure import zoo
 from unsure.config import ZooModel, ZooTraining, parse_config, read_config_file
+from unsure.zoo.build import build, training_texts
 spec = ZooModel.model_validate_json(sys.argv[1])
 training = ZooTraining.model_validate_json(sys.argv[2])
-texts = zoo.training_texts(seed=0, n_sentences=1000)
-zoo.build("m", spec, texts, sys.argv[3], zoo_seed=0, training=training, studies=["riskscores"])
+texts = training_texts(seed=0, n_sentences=1000)
+build("m", spec, texts, sys.argv[3], zoo_seed=0, training=training, studies=["riskscores"])
 """
 
 
@@ -44,14 +46,14 @@ def digest(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
-    return zoo.training_texts(seed=0, n_sentences=1000)
+    return training_texts(seed=0, n_sentences=1000)
 
 
 @pytest.fixture(scope="module")
 def untrained(tmp_path_factory: pytest.TempPathFactory, texts: list[str]) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("untrained")
     for name, spec in (("base", SPEC), ("chat", CHAT)):
-        zoo.build(name, spec, texts, root / name, zoo_seed=0)
+        build(name, spec, texts, root / name, zoo_seed=0)
     return {"base": root / "base", "chat": root / "chat"}
 
 
@@ -151,6 +153,11 @@ def test_training_lowers_the_loss_on_fresh_examples(untrained: dict[str, Path], 
     curve = train(engine, examples, ZooTraining(epochs=2, batch_size=8), seed=0)
     assert heldout() < 0.9 * before
     assert curve["loss"].tail(5).mean() < curve["loss"].head(5).mean()
+
+
+def test_the_registry_has_a_corpus_for_every_study_the_config_names() -> None:
+    assert list(ZOO_EXAMPLES) == list(get_args(CorpusStudy))
+    assert ZOO_EXAMPLES["riskscores"] is zoo_corpus.zoo_examples
 
 
 def test_each_zoo_model_learns_the_studies_that_run_it() -> None:

@@ -61,13 +61,13 @@ def build_demo_zoo(root: Path) -> dict[str, Path]:
     """Every zoo model of ``config/demo.yaml`` with its training off (``config/untrained.yaml``),
     built as rule ``zoo_model`` builds it (a build is byte-identical across processes:
     ``tests/test_zoo.py``), into ``root/<name>``."""
-    from unsure import zoo
     from unsure.config import load_config
+    from unsure.zoo.build import build, training_texts
 
     demo = load_config(REPO / "config" / "demo.yaml").zoo
-    texts = zoo.training_texts(seed=demo.seed, n_sentences=demo.corpus_sentences)
+    texts = training_texts(seed=demo.seed, n_sentences=demo.corpus_sentences)
     for name, spec in demo.models.items():
-        zoo.build(name, spec, texts if spec.tokenizer is None else [], root / name, zoo_seed=demo.seed)
+        build(name, spec, texts if spec.tokenizer is None else [], root / name, zoo_seed=demo.seed)
     return {name: root / name for name in demo.models}
 
 

@@ -147,10 +147,10 @@ def _without_defaults(schema: dict[str, Any]) -> None:
 
 
 class ZooTraining(Strict):
-    """Brief training of the zoo's causal LMs on the generators' known truth (``unsure.zoo_training``).
+    """Brief training of the zoo's causal LMs on the generators' known truth (``unsure.zoo.training``).
 
-    Each study's room writes examples in its own request formats with answers drawn
-    from (or weighted by) the generator's true distributions, so the demo's figures
+    The zoo writes examples in each study's own request formats (``unsure.zoo.corpus``) with answers
+    drawn from (or weighted by) the generator's true distributions, so the demo's figures
     can show the papers' effects and the demo checks can compare them with the truth.
     A zoo model learns the studies that run a ``models:`` entry built from it.
     """

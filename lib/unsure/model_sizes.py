@@ -18,12 +18,39 @@ import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from unsure.config import Model, ZooModel
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
+
+
+class ModelEntry(Protocol):
+    """What the sizes read of a config ``models:`` entry (:class:`unsure.config.Model`): described
+    here, not imported, as :mod:`unsure.config` imports this module for its GPU check."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def params(self) -> float | None: ...
+    @property
+    def zoo_name(self) -> str | None: ...
+
+
+class ZooSizes(Protocol):
+    """What the sizes read of a zoo entry (:class:`unsure.config.ZooModel`)."""
+
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def layers(self) -> int: ...
+
 
 PARAMS: dict[str, tuple[float, float]] = {
     # hub id: (total, active per token) in billions; published sizes (model cards, papers)
@@ -83,7 +110,7 @@ def gpus_needed(total_params: float, dtype: str, gpu_memory_gb: float) -> int:
     return max(1, math.ceil(round(weights_gb(total_params, dtype) / gpu_memory_gb, 9)))
 
 
-def zoo_parameters(spec: ZooModel) -> float:
+def zoo_parameters(spec: ZooSizes) -> float:
     """Parameters of a zoo model from its spec: 12 x layers x hidden² plus the embedding."""
     return 12.0 * spec.layers * spec.hidden_size**2 + spec.vocab_size * spec.hidden_size
 
@@ -119,7 +146,7 @@ def config_json_parameters(config: Mapping[str, Any]) -> tuple[float, float] | N
     return float(total), float(active)
 
 
-def parameter_count(model: Model, zoo: Mapping[str, ZooModel]) -> tuple[float, float] | None:
+def parameter_count(model: ModelEntry, zoo: Mapping[str, ZooSizes]) -> tuple[float, float] | None:
     """(total, active) parameters of a config entry, or ``None`` where nothing says (module docstring)."""
     if model.params is not None:
         return model.params * 1e9, model.params * 1e9
@@ -138,7 +165,7 @@ def parameter_count(model: Model, zoo: Mapping[str, ZooModel]) -> tuple[float, f
     return None
 
 
-def gpu_problems(models: Mapping[str, Model], zoo: Mapping[str, ZooModel], gpu_memory_gb: float) -> list[str]:
+def gpu_problems(models: Mapping[str, ModelEntry], zoo: Mapping[str, ZooSizes], gpu_memory_gb: float) -> list[str]:
     """One line per Hugging Face model whose ``gpus`` cannot hold its weights (``gpus: 0`` runs on a CPU).
 
     A model without a parameter count is not checked; a warning names it, once per model and process.
@@ -170,8 +197,8 @@ def gpu_problems(models: Mapping[str, Model], zoo: Mapping[str, ZooModel], gpu_m
 
 
 def local_memory_warnings(
-    models: Mapping[str, Model],
-    zoo: Mapping[str, ZooModel],
+    models: Mapping[str, ModelEntry],
+    zoo: Mapping[str, ZooSizes],
     *,
     memory_bytes: float | None = None,
     has_gpu: bool | None = None,

@@ -6,9 +6,9 @@ hand_off()
 
 import torch
 
-from unsure import zoo
 from unsure.config import ZooModel, ZooTraining
 from unsure.logs import logged
+from unsure.zoo.build import build, training_texts
 
 torch.set_num_threads(snakemake.threads)
 
@@ -17,7 +17,7 @@ with logged(snakemake.log[0]) as log:
     name = snakemake.wildcards.name
     spec = ZooModel(**p.spec)
     # tokenizer training text only where a tokenizer is trained (a real tokenizer folder is copied)
-    texts = zoo.training_texts(seed=p.zoo_seed, n_sentences=p.corpus_sentences) if spec.tokenizer is None else []
+    texts = training_texts(seed=p.zoo_seed, n_sentences=p.corpus_sentences) if spec.tokenizer is None else []
     training = None if p.training is None else ZooTraining.model_validate(p.training)
-    zoo.build(name, spec, texts, snakemake.output[0], zoo_seed=p.zoo_seed, training=training, studies=p.studies)
+    build(name, spec, texts, snakemake.output[0], zoo_seed=p.zoo_seed, training=training, studies=p.studies)
     log.info("built zoo model %s into %s", name, snakemake.output[0])

@@ -1,7 +1,7 @@
 """decisionrisk on the demo: the chat model's replies are ones the study can read.
 
 The zoo's instruct model is trained to answer the room's confidence-per-option
-prompt (:mod:`unsure.decisionrisk.zoo_corpus`); a randomly initialised one
+prompt (:mod:`unsure.zoo.corpus.decisionrisk`); a randomly initialised one
 writes text no parser accepts, and the study then records the reply as
 unparseable and gives it uniform confidences (``parsed`` false), so the chat
 panel of the figure is empty. The checks read how the study records this: the

@@ -2,7 +2,7 @@
 
 The zoo's models are trained on SNI instances of the demo's tasks whose gold
 labels follow each task's stated rule up to its noise rate and lean towards one
-label per task that the evaluation data do not favour (:mod:`unsure.labelbias.zoo_corpus`). A trained model
+label per task that the evaluation data do not favour (:mod:`unsure.zoo.corpus.labelbias`). A trained model
 therefore (a) reads the input: its predictions agree with the gold labels beyond
 what predictions independent of the input would (Cohen's kappa above 0; a random
 or constant model scores about 0); (b) carries a label bias (the corpus leans

@@ -2,10 +2,10 @@
 
 The demo's Provo norms are draws from the text generator's exact next-word
 distributions and the zoo models are trained on passages drawn from the same
-generator (:mod:`unsure.nextword.zoo_corpus`), so a trained model must be closer to
+generator (:mod:`unsure.zoo.corpus.nextword`), so a trained model must be closer to
 the humans than the same model untrained. The untrained reference is built here,
 not read from the outputs: the zoo model's own ``config.json`` initialised from the
-zoo's seed for that model (:func:`unsure.zoo.model_seed`), exactly as the zoo builds
+zoo's seed for that model (:func:`unsure.zoo.seeds.model_seed`), exactly as the zoo builds
 it before training, then sampled with the demo's settings (the scorer, ``n``, seed
 and positions of the run) and scored by the same ``evaluate``. Against the demo run
 on an untrained zoo the two are the same weights, and every comparison fails.
@@ -28,11 +28,12 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from unsure import zoo
 from unsure.config import Model
 from unsure.engine.hf import HFEngine
+from unsure.engine.pretrained import TOKENIZER_FILES
 from unsure.nextword.inference import chat_scorer, position_rows, sample_counts, sample_scorer
 from unsure.nextword.metrics import evaluate
+from unsure.zoo.seeds import model_seed
 
 MARGIN = 0.03
 """How far below the untrained model's expected TVD a trained one must be. The mean over the
@@ -83,7 +84,7 @@ def _untrained_twin(folder: Path, seed: int, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     for path in sorted(folder.iterdir()):
-        if path.is_file() and path.name in zoo.TOKENIZER_FILES:
+        if path.is_file() and path.name in TOKENIZER_FILES:
             shutil.copyfile(path, out / path.name)
     return out
 
@@ -115,7 +116,7 @@ def test_trained_models_are_closer_to_humans_than_untrained(
         if name is None:
             continue
         folder = demo_results.parent / entry.id
-        twin = _untrained_twin(folder, zoo.model_seed(int(zoo_settings["seed"]), name), tmp_path / name)
+        twin = _untrained_twin(folder, model_seed(int(zoo_settings["seed"]), name), tmp_path / name)
         engine = HFEngine(str(twin), dtype="float32", device="cpu", instruct=entry.instruct)
         n = study["n_samples_large"] if model in study["large_models"] else study["n_samples"]
         untrained = _expected_tvd(engine, mode, int(n), study, scores)

@@ -1,6 +1,6 @@
 """The local model zoo: tiny models of real architectures, briefly trained on the
 generators' known truth when zoo.training (or the model's own training) is set
-(lib/unsure/zoo_training.py)."""
+(lib/unsure/zoo/training.py)."""
 
 
 # First of all jobs (priority), on one thread: a tiny model trains as fast on one thread as

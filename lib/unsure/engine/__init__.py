@@ -7,7 +7,8 @@ request kinds (see :mod:`unsure.engine.requests`); backends are Hugging Face
 checkpointed chunks, so a killed job resumes where it stopped.
 """
 
-from unsure.engine.load import Engine, Unsupported, load_engine
+from unsure.engine.backend import Engine, Unsupported
+from unsure.engine.load import load_engine
 from unsure.engine.requests import (
     ChoiceProbs,
     ChoiceRequest,

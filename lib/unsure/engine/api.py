@@ -18,7 +18,7 @@ No chat endpoint lets a reply be pre-filled, so a chat prompt's prefill
 the answer is then the first reply token (letters read from its
 ``top_logprobs``) or a free-form reply parsed for a probability.
 
-What an API cannot answer is an :class:`~unsure.engine.load.Unsupported`
+What an API cannot answer is an :class:`~unsure.engine.backend.Unsupported`
 error naming the model: chat endpoints return no log-likelihoods of given text.
 """
 
@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from unsure.config import Model
-from unsure.engine.load import Unsupported
+from unsure.engine.backend import Unsupported
 from unsure.engine.requests import (
     ChoiceProbs,
     ChoiceRequest,

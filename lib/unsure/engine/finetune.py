@@ -40,7 +40,7 @@ class Example:
     weight: float = 1.0
     after_prompt: bool = False
     """Encode the continuation after the context encoded alone, as the engine reads
-    choice, numeric and sampling requests (``unsure.zoo_training``), instead of cut
+    choice, numeric and sampling requests (``unsure.zoo.training``), instead of cut
     from the pair encoded whole, as it scores continuations."""
 
 

@@ -31,8 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.engine import ContinuationRequest, WordSamplingRequest
-from unsure.engine.load import Engine
+from unsure.engine import ContinuationRequest, Engine, WordSamplingRequest
 from unsure.nextword._tables import KEY, ROW_KEY, require
 from unsure.nextword.words import normalize_word, surface_form
 

@@ -57,7 +57,8 @@ LEAN: float = 3.0
 """How many times the task's own prior the corpus draws each task's favoured label (:func:`leaning`)."""
 
 _STREAM = int.from_bytes(hashlib.sha256(b"unsure.labelbias.zoo_corpus").digest()[:4], "little")
-"""Separates these draws from any other use of the same seed."""
+"""Separates these draws from any other use of the same seed (the bytes name the module's former
+place, ``unsure.labelbias.zoo_corpus``, and stay so: other bytes would draw other examples)."""
 
 
 def demo_tasks(n_tasks: int = DEMO_TASKS) -> list[tuple[str, sni.TaskFamily]]:
@@ -132,7 +133,7 @@ def zoo_examples(
             out.append(Example(wrap(prompt), continuation(gold)))
             continue
         # each demonstration's label too, where the prompt has it: the trainer reads them from
-        # the query's sequence (unsure.zoo_training.encode), k more answers for no more tokens
+        # the query's sequence (unsure.zoo.training.encode), k more answers for no more tokens
         for head, (_, label) in zip(demonstration_heads(family.definition, demos, query), demos, strict=True):
             out.append(Example(head, continuation(label)))
         out.append(Example(prompt, continuation(gold)))

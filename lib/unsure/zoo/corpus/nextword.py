@@ -14,8 +14,8 @@ model approaches that distribution when its training targets are draws from it
   (the norms have no position there, and a context is never empty at inference),
   the continuation the rest, as the study's contexts run on (words joined by
   single spaces, so the sampler's first word ends where the text's does).
-- an instruct model is asked as the study asks it (:data:`~.inference.CHAT_SINGLE`
-  and :data:`~.inference.CHAT_LIST` through ``engine.chat_prompt``) about a random
+- an instruct model is asked as the study asks it (:data:`~unsure.nextword.inference.CHAT_SINGLE`
+  and :data:`~unsure.nextword.inference.CHAT_LIST` through ``engine.chat_prompt``) about a random
   prefix of such a passage. In ``single`` mode the study samples the reply, so the
   reply is one word drawn fresh from the exact distribution, ended by the EOS token
   (the sampler settles a word at EOS). In ``list`` mode the study decodes greedily,

@@ -79,7 +79,8 @@ def known_confidences(prompt: str, choices: Sequence[str], *, answerable: bool) 
 
 
 def verbal_reply(confidences: Sequence[float]) -> str:
-    """The reply stating ``confidences`` in percent (at least 1), as :func:`~.confidences.parse_verbal` reads it.
+    """The reply stating ``confidences`` in percent (at least 1), as the room's parser reads it
+    (:func:`~unsure.decisionrisk.confidences.parse_verbal`).
 
     No option is ever given 0: a model that has not yet learnt which option
     to favour then writes the most frequent number everywhere, a uniform reply

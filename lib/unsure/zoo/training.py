@@ -2,8 +2,8 @@
 
 A randomly initialised model answers every prompt alike, so the demo's figures
 would be flat and no end-to-end check could tell a working pipeline from a broken
-one. Each study's room writes training examples in its own request formats
-(``unsure.<study>.zoo_corpus.zoo_examples``), drawn fresh from the generators,
+one. The zoo writes training examples in each study's own request formats
+(:data:`unsure.zoo.corpus.ZOO_EXAMPLES`), drawn fresh from the generators,
 whose answers follow the generators' true distributions (ACS answers from the
 exact P(Y|X), next words from the text model's exact next-word distribution, SNI
 gold labels, MCQA gold choices). The model is trained on all of them for a few
@@ -18,7 +18,6 @@ the study fine-tunes them itself.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -34,15 +33,10 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 from unsure.config import CorpusStudy, ZooTraining
 from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
+from unsure.zoo.corpus import ZOO_EXAMPLES
+from unsure.zoo.seeds import corpus_seed
 
 log = logging.getLogger(__name__)
-
-
-def corpus_seed(seed: int, study: str) -> int:
-    """A per-study seed, so adding a study leaves the others' examples unchanged."""
-    from unsure.zoo import model_seed
-
-    return model_seed(seed, f"corpus:{study}")
 
 
 def corpus(
@@ -51,10 +45,7 @@ def corpus(
     """The named studies' examples for this model, in the studies' formats (chat formats when ``instruct``)."""
     out: list[Example] = []
     for study in studies:
-        room = importlib.import_module(f"unsure.{study}.zoo_corpus")
-        part: list[Example] = room.zoo_examples(
-            engine, instruct=instruct, n=examples[study], seed=corpus_seed(seed, study)
-        )
+        part = ZOO_EXAMPLES[study](engine, instruct=instruct, n=examples[study], seed=corpus_seed(seed, study))
         log.info("%s: %d training examples", study, len(part))
         out.extend(part)
     if not out:

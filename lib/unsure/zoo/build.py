@@ -1,4 +1,4 @@
-"""The local model zoo: tiny models of real architectures, random or briefly trained.
+"""Building the local model zoo: tiny models of real architectures, random or briefly trained.
 
 No model hub is reachable in CI or on an air-gapped laptop, so the demo builds
 its own: a GPT-2 (byte-level BPE), a Llama (SentencePiece-style BPE with byte
@@ -11,7 +11,6 @@ gives byte-identical files.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import string
@@ -42,6 +41,9 @@ from unsure.config import CorpusStudy, ZooModel, ZooTraining
 from unsure.engine.pretrained import TOKENIZER_FILES
 from unsure.generate.text import sentences
 from unsure.io import atomic_dir
+from unsure.zoo.corpus.riskscores import tokenizer_texts
+from unsure.zoo.seeds import model_seed
+from unsure.zoo.training import train_folder
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -69,16 +71,8 @@ PROMPT_SNIPPETS = [
 def training_texts(*, seed: int, n_sentences: int) -> list[str]:
     """The tokenizer training text: generated English, the prompts' recurring pieces and
     risk-score prompts (one per 20 sentences), whose Census words generated English lacks."""
-    from unsure.riskscores.zoo_corpus import tokenizer_texts
-
     prompts = tokenizer_texts(n=max(50, n_sentences // 20), seed=model_seed(seed, "tokenizer:riskscores"))
     return [*sentences(n_sentences, seed=seed), *PROMPT_SNIPPETS, *prompts]
-
-
-def model_seed(zoo_seed: int, name: str) -> int:
-    """A per-model seed, so adding a zoo entry leaves the others unchanged."""
-    digest = hashlib.sha256(f"{zoo_seed}:{name}".encode()).digest()
-    return int.from_bytes(digest[:4], "little")
 
 
 def train_tokenizer(spec: ZooModel, texts: Sequence[str]) -> PreTrainedTokenizerBase:
@@ -284,7 +278,7 @@ def build(
     studies: Sequence[CorpusStudy] = (),
 ) -> None:
     """Train the tokenizer, initialise the model from a seed, train a causal LM briefly
-    on ``studies``' known truth when ``training`` is given (:mod:`unsure.zoo_training`),
+    on ``studies``' known truth when ``training`` is given (:mod:`unsure.zoo.training`),
     save everything atomically."""
     with atomic_dir(out_dir) as tmp:
         if spec.tokenizer is not None:
@@ -299,8 +293,6 @@ def build(
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
         if training is not None and studies and not is_encoder(tmp):
-            from unsure.zoo_training import train_folder
-
             train_folder(tmp, training, studies, seed=model_seed(zoo_seed, f"training:{name}"))
 
 
