@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,13 @@ def test_a_failing_job_shows_its_own_traceback_and_exits_1(server: forkserver.Ru
     assert "forkserver" not in done.stderr and "runpy" not in done.stderr
 
 
+def _sigint(handler: signal.Handlers) -> None:
+    """In the job's process before it starts: SIGINT as a test asks, and not blocked. A pytest-xdist
+    worker ignores SIGINT, and a child inherits that (the job would then ignore a Ctrl-C, rightly)."""
+    signal.signal(signal.SIGINT, handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _start(job: Path, ignore_sigint: bool = False) -> tuple[subprocess.Popen[str], dict[str, object]]:
     work = job.parent / "work"
     work.mkdir(exist_ok=True)
@@ -153,7 +161,7 @@ def _start(job: Path, ignore_sigint: bool = False) -> tuple[subprocess.Popen[str
         env=_env(),
         stdout=subprocess.PIPE,
         text=True,
-        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
+        preexec_fn=partial(_sigint, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL),
     )
     assert proc.stdout is not None
     said: dict[str, object] = json.loads(proc.stdout.readline())
@@ -185,6 +193,7 @@ def test_signals_to_the_jobs_process_group_reach_the_job_once_and_stop_it_too(
         stdout=subprocess.PIPE,
         text=True,
         process_group=0,
+        preexec_fn=partial(_sigint, signal.SIG_DFL),
     )
     assert group.stdout is not None
     said = json.loads(group.stdout.readline())
