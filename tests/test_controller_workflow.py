@@ -124,7 +124,7 @@ def test_a_killed_second_run_leaves_a_live_runs_locks_and_shard_alone(
 
     # Z, on X's target: removes Y's stale locks, not X's, and is refused X's job
     z = snakemake(SHARD, *args, cwd=checkout)
-    assert z.returncode != 0
+    assert z.returncode != 0, z.stderr[-3000:] + (checkout / "controller-0.log").read_text()[-3000:]
     removed = {line.split()[1].rstrip(":") for line in z.stderr.splitlines() if STALE in line}
     assert removed == {str(p.relative_to(checkout)) for p in y_locks}, z.stderr[-3000:]
     assert "Directory cannot be locked" in z.stderr, z.stderr[-3000:]

@@ -211,6 +211,70 @@ def test_signals_to_the_jobs_process_group_reach_the_job_once_and_stop_it_too(
     assert (work / "interrupted").read_text() == "x"
 
 
+CONTROLLER = """
+import subprocess, sys, time
+from pathlib import Path
+from unsure import forkserver
+
+server = forkserver.start()
+while not Path(server.address).exists():
+    time.sleep(0.05)
+job = subprocess.run([sys.executable, sys.argv[1], "wait"])
+print(job.returncode, flush=True)
+"""
+
+
+def test_a_stopped_run_stays_stopped_and_alive_when_a_served_job_ends(job: Path, tmp_path: Path) -> None:
+    """A run started as its own session (``setsid``, ``nohup``, a test's ``start_new_session``) is
+    stopped (``kill -STOP -PGID``) while a served job ends. The kernel sends SIGHUP and SIGCONT to a
+    stopped process group that becomes orphaned: had the job's child a parent outside the group
+    (the server in a group of its own), its end would orphan the run's group and kill the controller."""
+    controller = tmp_path / "controller.py"
+    controller.write_text(CONTROLLER)
+    work = job.parent / "work"
+    work.mkdir()
+    env = {k: v for k, v in _env().items() if k != forkserver.ADDRESS}
+    run = subprocess.Popen(
+        [sys.executable, str(controller), str(job)],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=partial(_sigint, signal.SIG_DFL),
+    )
+    try:
+        assert run.stdout is not None
+        said = json.loads(run.stdout.readline())
+        assert run.stdout.readline() == "waiting\n"
+        child = int(str(said["pid"]))
+        assert os.getpgid(child) == run.pid
+        os.killpg(run.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while _state(child) != "T":
+            assert time.monotonic() < deadline, "the job ran on after its group was stopped"
+            time.sleep(0.05)
+        os.kill(child, signal.SIGKILL)  # the served job ends while its run is stopped
+        time.sleep(1)
+        assert _state(run.pid) == "T", "the stopped controller was woken or killed when its job ended"
+        os.killpg(run.pid, signal.SIGCONT)
+        assert run.stdout.readline() == f"{-signal.SIGKILL}\n"
+        assert run.wait(timeout=30) == 0
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            os.killpg(run.pid, signal.SIGCONT)
+            run.wait()
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from ``/proc`` (``T`` stopped, ``Z`` ended, unreaped); ``gone`` when reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
 def test_a_signal_the_jobs_process_ignores_is_ignored_by_the_job(server: forkserver.Running, job: Path) -> None:
     proc, said = _start(job, ignore_sigint=True)
     assert said["ppid"] == server.process.pid

@@ -10,7 +10,8 @@ environment, arguments, standard streams and thread count, in the job's process
 group: signals sent to the group (a Ctrl-C, Ctrl-Z, ``kill -STOP -PGID``) reach
 the child as they would the job. The job's process leaves the group, passes on
 the signals sent to it alone (Snakemake's SIGTERM), ends with the child's exit
-status, and takes the child with it when it is killed.
+status, and takes the child with it when it is killed. The server itself runs
+in the run's process group (see :class:`Running`).
 
 A job runs on its own (a cold start) when there is no server (SLURM and other
 executors, dry runs, a server still starting), when its environment differs
@@ -127,7 +128,8 @@ def hand_off() -> None:
         os._exit(1)
     kind, value = end[0], int(end[1])
     if kind == "signal":  # end as the child did, so that the caller sees the same signal
-        signal.signal(value, signal.SIG_DFL)
+        with contextlib.suppress(OSError):  # SIGKILL's cannot be set, nor need it
+            signal.signal(value, signal.SIG_DFL)
         os.kill(os.getpid(), value)
         os._exit(128 + value)
     os._exit(value)
@@ -143,7 +145,10 @@ class Running:
             [sys.executable, "-m", "unsure.forkserver", self.address],
             cwd=workdir,
             stdin=subprocess.DEVNULL,
-            process_group=0,  # its own group: signals to the run's group reach the jobs, not it
+            # In the run's process group, which then never holds a process (a job's child) whose parent
+            # is outside it: a stopped group that loses its last such process is orphaned, and the
+            # kernel sends it SIGHUP and SIGCONT, ending a run stopped with `kill -STOP -PGID`.
+            # It ignores the group's Ctrl-C and hang-up (its children do not) and ends with the run.
         )
 
     def stop(self) -> None:
@@ -199,7 +204,8 @@ class _Server:
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_IGN)
         self.events = selectors.DefaultSelector()
         self.events.register(listener, selectors.EVENT_READ)
         self.events.register(wake_r, selectors.EVENT_READ)
@@ -336,7 +342,7 @@ def _run_child(
         with contextlib.suppress(OSError):
             os.setpgid(0, request["group"])
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM):
+        for sig in (signal.SIGCHLD, *SIGNALS):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for sig in request.get("ignored", []):
