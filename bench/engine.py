@@ -43,8 +43,8 @@ import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from unsure.config import ZooModel
-from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest
-from unsure.engine.hf import HFEngine, Packed
+from unsure.engine import ChoiceRequest, ContinuationRequest, TokenLogprobsRequest, WordSamplingRequest
+from unsure.engine.hf import HFEngine
 from unsure.engine.words import first_word
 from unsure.generate.acs import write_data_dictionary, write_state_zip
 from unsure.generate.text import sentences
@@ -163,8 +163,8 @@ def prefix_margin(engine: HFEngine, prompt: str, options: tuple[str, ...] = ("A"
     """
     variants = engine.option_token_ids(options)
     ids = sorted({t for v in variants.values() for t in v if t is not None})
-    (read,) = engine.run_packed([Packed(engine.encode(prompt), read_ids=ids)])
-    prob = dict(zip(ids, np.exp(read.read_logprobs), strict=True))
+    (read,) = engine.token_logprobs([TokenLogprobsRequest(tuple(engine.encode(prompt)), tuple(ids))])
+    prob = dict(zip(ids, np.exp(read.logprobs), strict=True))
     masses = sorted((sum(prob[i] for i in v if i is not None) for v in variants.values()), reverse=True)
     return (masses[0] - masses[1]) / masses[0] if len(masses) > 1 else 1.0
 

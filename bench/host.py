@@ -35,7 +35,15 @@ import torch
 from bench.engine import NEW_TOKENS, acs_rows, sni_requests
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest, decoding, forward, tokens
+from unsure.engine import (
+    ChoiceRequest,
+    ContinuationRequest,
+    NumericRequest,
+    WordSamplingRequest,
+    decoding,
+    forward,
+    tokens,
+)
 from unsure.engine.hf import HFEngine
 from unsure.generate.text import sentences
 from unsure.riskscores.prompts import build_prompt
@@ -155,7 +163,7 @@ def workloads(engine: HFEngine, root: Path, rows: int, contexts: int, samples: i
         for order in (0, 1)
         for t in text
     ]
-    numeric = [build_prompt(task, t, "numeric", 0, year=2018, protocol="paper") for t in text]
+    numeric = [NumericRequest(build_prompt(task, t, "numeric", 0, year=2018, protocol="paper")) for t in text]
     labels = [ContinuationRequest(c, ks) for c, ks in sni_requests(contexts)]
     prompts = [" ".join(s.split()[:6]) for s in sentences(8, seed=3)]
     draws = [WordSamplingRequest(p, n=samples, seed=i, max_new_tokens=NEW_TOKENS) for i, p in enumerate(prompts)]

@@ -372,6 +372,12 @@ def _choice(model: Path, options: tuple[str, ...]) -> object:
     return _engine(model).choice_probs([ChoiceRequest("answer", options)])
 
 
+def _numeric(model: Path, prompt: str) -> object:
+    from unsure.engine import NumericRequest
+
+    return _engine(model).numeric([NumericRequest(prompt)])
+
+
 def _broken_model(kit: Kit, tmp: Path, breaking: Callable[[Path], object]) -> object:
     """A copy of the words model (folder ``broken``) with ``breaking`` done to it, loaded as a rule loads it."""
     folder = _copy_dir(kit.words_model, tmp / "broken")
@@ -723,7 +729,7 @@ CASES = [
     # ---------------------------------------------------------------- tokenizers and models
     Case("local-model-path-that-does-not-exist", lambda k, t: _engine(t / "resources" / "models" / "gone"),
          ("resources/models/gone': no such local folder", "hub id has the form 'org/name'"), FileNotFoundError),
-    Case("tokenizer-without-digit-tokens", lambda k, t: _engine(k.letters_model).numeric(["answer 0."]),
+    Case("tokenizer-without-digit-tokens", lambda k, t: _numeric(k.letters_model, "answer 0."),
          ("letters: the vocabulary has no digit tokens for numeric answers",)),
     Case("tokenizer-cannot-spell-the-options", lambda k, t: _choice(k.letters_model, ("1", "2")),
          ("letters: continuation ' 1' encodes to no tokens",)),

@@ -22,7 +22,15 @@ from scipy.stats import chisquare
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from unsure.config import Model, ZooModel
-from unsure.engine import ChoiceRequest, ContinuationRequest, WordSamplingRequest, load_engine
+from unsure.engine import (
+    ChoiceRequest,
+    ContinuationRequest,
+    NumericReplyRequest,
+    NumericRequest,
+    ReplyRequest,
+    WordSamplingRequest,
+    load_engine,
+)
 from unsure.engine.hf import HFEngine, family_bos
 from unsure.engine.pretrained import TOKENIZER_FILES
 from unsure.zoo.build import build
@@ -211,13 +219,13 @@ def test_numeric_generate_and_numeric_chat_equal_greedy_decoding(family: tuple[s
         digits = sorted(i for t, i in engine.tokenizer.get_vocab().items() if t.isdecimal())
         chosen = _greedy(plain, engine.encode(prompt), digits, 2, set())
         want = float("0." + "".join(engine.tokenizer.convert_ids_to_tokens(chosen)))
-        assert engine.numeric([prompt, prompt + " "])[0] == want
-        reply = engine.generate([prompt], max_new_tokens=5)[0]
+        assert engine.numeric([NumericRequest(prompt), NumericRequest(prompt + " ")])[0] == want
+        reply = engine.generate([ReplyRequest(prompt, max_new_tokens=5)])[0]
         greedy = _greedy(plain, engine.encode(prompt), None, 5, engine.decoder.stop_ids())
         assert reply == engine.tokenizer.decode(
             [t for t in greedy if t not in engine.decoder.stop_ids()], skip_special_tokens=True
         )
-        got = engine.numeric_chat([prompt], max_new_tokens=5)
+        got = engine.numeric_chat([NumericReplyRequest(prompt, max_new_tokens=5)])
         assert len(got) == 1 and (math.isnan(got[0]) or 0 <= got[0] <= 1)
 
 

@@ -26,7 +26,7 @@ from unsure.decisionrisk.metrics import (
     stars,
 )
 from unsure.decisionrisk.rules import ForestSettings, decide, features, fit_rules, tune_threshold
-from unsure.engine import Unsupported
+from unsure.engine import ReplyRequest, Unsupported
 from unsure.subgroups.schema import validate_instances
 
 # A small table: 10 original instances, dr and whether the selection is right.
@@ -188,8 +188,8 @@ class _ChatAPI:
     def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
         return f"<user>{user}</user>"
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 32) -> list[str]:
-        return ["A: 80\nB: 20" if "first" in p else "I am not sure." for p in prompts]
+    def generate(self, requests: list[ReplyRequest]) -> list[str]:
+        return ["A: 80\nB: 20" if "first" in r.prompt else "I am not sure." for r in requests]
 
 
 def test_unparseable_replies_are_kept_uniform_and_counted() -> None:

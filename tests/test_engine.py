@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from unsure.engine import ChoiceRequest, ContinuationRequest
+from unsure.engine import ChoiceRequest, ContinuationRequest, NumericRequest, ReplyRequest
 from unsure.engine.hf import HFEngine
 
 CONTEXTS = [
@@ -122,7 +122,7 @@ def test_multi_token_options_are_scored_as_continuations(tiny_models: dict[str, 
 def test_numeric_answer_is_greedy_over_digits(tiny_models: dict[str, Path]) -> None:
     engine = HFEngine(str(tiny_models["gpt2"]))
     prompt = "What is the probability? Answer (between 0 and 1): 0."
-    value = engine.numeric([prompt])[0]
+    value = engine.numeric([NumericRequest(prompt)])[0]
     vocab = engine.tokenizer.get_vocab()
     digits = sorted(i for t, i in vocab.items() if t.isdecimal())
     ids = engine.encode(prompt)
@@ -182,7 +182,9 @@ def test_a_batch_encodes_the_opening_its_rows_share_once(tiny_models: dict[str, 
         np.testing.assert_allclose(t.probs, a.probs, atol=1e-5)
     numeric = [p + f"{' padding' * i} 0." for i, p in enumerate(prompts)]  # uneven lengths: left padding
     before = engine.counters.tokens
-    assert engine.numeric(numeric) == [engine.numeric([p])[0] for p in numeric]
+    assert engine.numeric([NumericRequest(q) for q in numeric]) == [
+        engine.numeric([NumericRequest(p)])[0] for p in numeric
+    ]
     assert engine.counters.tokens - before < 1.6 * sum(len(engine.encode(p)) + 1 for p in numeric)
 
 
@@ -212,7 +214,7 @@ def test_attention_work_is_counted_per_causal_prefix(tiny_models: dict[str, Path
     assert head >= 16 and engine.counters.attended - before == sum(singles) - 3 * pairs(head)
     prompt = "The probability is 0."
     before = engine.counters.attended
-    engine.numeric([prompt], steps=2)  # the prompt, then the first digit fed back
+    engine.numeric([NumericRequest(prompt, steps=2)])  # the prompt, then the first digit fed back
     assert engine.counters.attended - before == pairs(len(engine.encode(prompt)) + 1)
 
 
@@ -232,8 +234,8 @@ def test_no_request_kind_passes_a_keyword_transformers_deprecates(arch: str, tin
             [ContinuationRequest(opening + c, k) for c, k in zip(CONTEXTS, CONTINUATIONS, strict=True)]
         )
         engine.choice_probs([ChoiceRequest(opening + c, ("A", "B")) for c in CONTEXTS])
-        engine.numeric([opening + "The probability is 0.", opening + "It is 0."])
-        engine.generate([opening + "Say:"], max_new_tokens=3)
+        engine.numeric([NumericRequest(opening + "The probability is 0."), NumericRequest(opening + "It is 0.")])
+        engine.generate([ReplyRequest(opening + "Say:", max_new_tokens=3)])
         engine.sample_words([WordSamplingRequest(opening + "The", n=20, seed=0, max_new_tokens=3)])
 
 
@@ -276,7 +278,7 @@ def test_the_host_waits_for_the_device_once_per_batch_not_per_row_or_step(
     waits = []
     for steps in (1, 6):
         calls = _syncs(monkeypatch)
-        engine.numeric(["The probability is 0.", "It is 0.", "0."], steps=steps)
+        engine.numeric([NumericRequest(p, steps=steps) for p in ("The probability is 0.", "It is 0.", "0.")])
         waits.append(len(calls))
         monkeypatch.undo()
     assert waits[0] == waits[1] <= 2
@@ -292,7 +294,7 @@ def test_warming_up_changes_no_number_and_no_counter(tiny_models: dict[str, Path
     assert warm.counters == cold.counters
     for x, y in zip(cold.continuation_scores(REQUESTS), warm.continuation_scores(REQUESTS), strict=True):
         np.testing.assert_array_equal(x.logprob, y.logprob)
-    assert cold.numeric(CONTEXTS) == warm.numeric(CONTEXTS)
+    assert cold.numeric([NumericRequest(q) for q in CONTEXTS]) == warm.numeric([NumericRequest(q) for q in CONTEXTS])
     draws = [WordSamplingRequest(CONTEXTS[0], n=50, seed=3, max_new_tokens=4)]
     assert cold.sample_words(draws) == warm.sample_words(draws)
 
@@ -300,7 +302,7 @@ def test_warming_up_changes_no_number_and_no_counter(tiny_models: dict[str, Path
 def test_packed_items_of_every_shape_score_alike_in_one_call_and_alone(tiny_models: dict[str, Path]) -> None:
     """Scored continuations, ids read after a context, and tails read after a shared prefix, mixed
     in one call (one batch), give each item's numbers as it gets them alone."""
-    from unsure.engine.hf import Packed
+    from unsure.engine.forward import Packed
 
     engine = HFEngine(str(tiny_models["llama"]), token_budget=1 << 20)
     ids = [engine.encode(c + " and more words") for c in CONTEXTS]
@@ -311,9 +313,9 @@ def test_packed_items_of_every_shape_score_alike_in_one_call_and_alone(tiny_mode
         Packed(ids[2]),
         Packed(ids[0], [ids[3][1:3]], read_ids=[11]),
     ]
-    together = engine.run_packed(items)
+    together = engine.runner.run_packed(items)
     for item, got in zip(items, together, strict=True):
-        (alone,) = engine.run_packed([item])
+        (alone,) = engine.runner.run_packed([item])
         assert (
             len(got.token_logprobs) == len(alone.token_logprobs) == (0 if item.read_tails else len(item.continuations))
         )

@@ -17,7 +17,15 @@ from openai_server import Server
 from test_engine_sampling import fixed_distribution_model
 
 from unsure.config import Model, ZooModel
-from unsure.engine import ChoiceRequest, ContinuationRequest, Unsupported, WordSamplingRequest, load_engine
+from unsure.engine import (
+    ChoiceRequest,
+    ContinuationRequest,
+    NumericRequest,
+    ReplyRequest,
+    Unsupported,
+    WordSamplingRequest,
+    load_engine,
+)
 from unsure.engine.api import NUMERIC_REPLY_TOKENS, APIEngine, APIResponseError, letter_probs
 from unsure.engine.hf import HFEngine
 from unsure.engine.words import parse_probability
@@ -103,15 +111,15 @@ def test_continuation_scores_equal_the_transformers_backend(
 def test_numeric_is_folktexts_procedure_on_completions(servers: dict[str, Server], models: dict[str, Path]) -> None:
     remote, local = api(servers["fixed"], chat=False), hf(models["fixed"])
     prompt = "What is the probability? Answer (between 0 and 1): 0."
-    assert remote.numeric([prompt]) == local.numeric([prompt]) == [0.77]
+    assert remote.numeric([NumericRequest(prompt)]) == local.numeric([NumericRequest(prompt)]) == [0.77]
 
 
 def test_chat_generation_equals_the_transformers_backend(servers: dict[str, Server], models: dict[str, Path]) -> None:
     remote, local = api(servers["llama-chat"], chat=True), hf(models["llama-chat"])
     users = ["Say something about cats.", "What is the probability of rain?"]
     # a random model's logits nearly tie, so long greedy runs may part on rounding: keep them short
-    got = remote.generate([remote.chat_prompt(u) for u in users], max_new_tokens=6)
-    assert got == local.generate([local.chat_prompt(u) for u in users], max_new_tokens=6)
+    got = remote.generate([ReplyRequest(remote.chat_prompt(u), max_new_tokens=6) for u in users])
+    assert got == local.generate([ReplyRequest(local.chat_prompt(u), max_new_tokens=6) for u in users])
     assert all(got)
 
 
@@ -131,13 +139,17 @@ def test_a_server_of_several_models_answers_each_name_with_its_own_and_refuses_o
             return engine
 
         prompt = "What is the probability? Answer (between 0 and 1): 0."
-        assert named("fixed-api").numeric([prompt]) == hf(models["fixed"]).numeric([prompt]) == [0.77]
+        assert (
+            named("fixed-api").numeric([NumericRequest(prompt)])
+            == hf(models["fixed"]).numeric([NumericRequest(prompt)])
+            == [0.77]
+        )
         remote, local = named("chat-api", chat=True), hf(models["llama-chat"])
         user = "Say something about cats."
-        got = remote.generate([remote.chat_prompt(user)], max_new_tokens=6)
-        assert got == local.generate([local.chat_prompt(user)], max_new_tokens=6) and all(got)
+        got = remote.generate([ReplyRequest(remote.chat_prompt(user), max_new_tokens=6)])
+        assert got == local.generate([ReplyRequest(local.chat_prompt(user), max_new_tokens=6)]) and all(got)
         with pytest.raises(APIResponseError, match="model `gpt-9` does not exist"):
-            named("gpt-9").numeric([prompt])
+            named("gpt-9").numeric([NumericRequest(prompt)])
     finally:
         server.close()
 
@@ -155,7 +167,7 @@ def test_word_samples_come_from_the_model_and_large_n_is_split(servers: dict[str
 def test_retries_429_and_5xx_then_succeeds(servers: dict[str, Server]) -> None:
     server = servers["fixed"]
     server.fail.extend([429, 503, 500])
-    assert api(server, chat=True).generate(["hello"], max_new_tokens=2)
+    assert api(server, chat=True).generate([ReplyRequest("hello", max_new_tokens=2)])
     assert len(server.requests) == 4
 
 
@@ -163,7 +175,7 @@ def test_gives_up_after_retries_with_a_clear_error(servers: dict[str, Server]) -
     server = servers["fixed"]
     server.fail.extend([503] * 10)
     with pytest.raises(APIResponseError, match=r"HTTP 503 after 2 retries"):
-        api(server, chat=True, max_retries=2).generate(["hello"])
+        api(server, chat=True, max_retries=2).generate([ReplyRequest("hello")])
     assert len(server.requests) == 3
 
 
@@ -173,12 +185,12 @@ def test_a_status_that_is_not_retried_is_not_said_to_be(servers: dict[str, Serve
     forbidden = json.dumps({"error": {"message": "not your model", "type": "forbidden"}}).encode()
     server.raw.append((403, forbidden))
     with pytest.raises(APIResponseError, match=r"HTTP 403 \(sent once, not retried\): .*not your model") as err:
-        api(server, chat=True).generate(["hello"])
+        api(server, chat=True).generate([ReplyRequest("hello")])
     assert "retries" not in str(err.value) and len(server.requests) == 1
     server.requests.clear()
     server.raw.extend([(503, forbidden), (403, forbidden)])
     with pytest.raises(APIResponseError, match=r"HTTP 403 after 1 retry: .*not your model"):
-        api(server, chat=True).generate(["hello"])
+        api(server, chat=True).generate([ReplyRequest("hello")])
     assert len(server.requests) == 2
 
 
@@ -256,8 +268,10 @@ def test_a_job_logs_each_kind_of_nan_answer_once_with_its_count(
         asks = [chat.chat_prompt(f"Rain {i}?", prefill="Answer (between 0 and 1): 0.") for i in range(2)]
         for chunk in range(4):
             servers["fixed"].replies.extend(["I cannot tell.", "0.35" if chunk else "No idea."])
-            chat.numeric(asks)
-            completions.numeric([f"Probability {chunk}? Answer: 0.", f"Chance {chunk}? Answer: 0."])
+            chat.numeric([NumericRequest(q) for q in asks])
+            completions.numeric(
+                [NumericRequest(f"Probability {chunk}? Answer: 0."), NumericRequest(f"Chance {chunk}? Answer: 0.")]
+            )
     warnings = [line.split(": ", 1)[1] for line in log.read_text().splitlines() if " WARNING " in line]
     assert warnings == [
         "local: NaN for 2 of 2 replies so far: no probability stated; "
@@ -287,7 +301,7 @@ def test_numeric_on_chat_models_keeps_the_instruction_and_parses_the_reply(
     prompt = remote.chat_prompt(user, prefill="Answer (between 0 and 1): 0.")
     server.replies.extend(["0.35", "73", "The probability is about 40%.", "I cannot tell."])
     with caplog.at_level(logging.WARNING, logger="unsure"):
-        values = remote.numeric([prompt] * 4)
+        values = remote.numeric([NumericRequest(prompt)] * 4)
     np.testing.assert_allclose(values, [0.35, 0.73, 0.40, np.nan])
     assert "NaN for 1 of 4 replies so far: no probability stated" in caplog.text
     for request in server.requests:
@@ -297,7 +311,9 @@ def test_numeric_on_chat_models_keeps_the_instruction_and_parses_the_reply(
 
 def test_free_form_numeric_on_chat_models_parses_or_gives_nan(servers: dict[str, Server]) -> None:
     remote = api(servers["fixed"], chat=True)
-    values = remote.numeric([remote.chat_prompt("What is the probability?", prefill="Answer (between 0 and 1): 0.")])
+    values = remote.numeric(
+        [NumericRequest(remote.chat_prompt("What is the probability?", prefill="Answer (between 0 and 1): 0."))]
+    )
     # the fixed model's greedy reply is " A A A ...": no probability in it
     assert np.isnan(values).all()
 
@@ -323,7 +339,7 @@ def test_the_key_comes_only_from_the_environment_and_is_never_logged(
     assert server.requests[-1]["headers"]["authorization"] == f"Bearer {KEY}"
     monkeypatch.setenv(ENV, "sk-wrong-key-also-secret")
     with pytest.raises(PermissionError, match=f"rejected the key.*{ENV}|rejected the key") as err:
-        api(server, chat=True).generate(["hi"])
+        api(server, chat=True).generate([ReplyRequest("hi")])
     assert "sk-wrong-key-also-secret" not in str(err.value)
     monkeypatch.delenv(ENV)
     with pytest.raises(ValueError, match=f"environment variable {ENV}, which is not set"):
@@ -358,7 +374,7 @@ def test_a_malformed_or_short_reply_is_a_clear_error_naming_model_and_endpoint(
     server = servers["fixed"]
     server.raw.append((200, body))
     with pytest.raises(APIResponseError, match=problem) as err:
-        api(server, chat=True).generate(["hello"])
+        api(server, chat=True).generate([ReplyRequest("hello")])
     assert f"'local' at {server.base_url}" in str(err.value)
 
 
@@ -372,14 +388,14 @@ def test_an_html_page_is_not_taken_for_a_reply_without_choices(servers: dict[str
     server = servers["fixed"]
     server.raw.append((200, NGINX, content_type))
     with pytest.raises(APIResponseError) as err:
-        api(server, chat=True).generate(["hello"])
+        api(server, chat=True).generate([ReplyRequest("hello")])
     message = str(err.value)
     assert f"'local' at {server.base_url}: malformed reply to a reply request" in message
     assert "the reply is not JSON but an HTML page titled 'Welcome to nginx!'" in message
     assert "is base_url the API's address" in message and "choices" not in message
     server.raw.append((200, json.dumps({"id": "x", "object": "chat.completion"}).encode()))
     with pytest.raises(APIResponseError, match="asked for 1 choices and got no list") as err:
-        api(server, chat=True).generate(["hello"])
+        api(server, chat=True).generate([ReplyRequest("hello")])
     assert "not JSON" not in str(err.value)
 
 
@@ -400,7 +416,7 @@ def test_a_hanging_endpoint_fails_after_the_configured_timeout(servers: dict[str
                   timeout_s=0.3, max_retries=1)  # fmt: skip
     start = time.monotonic()
     with pytest.raises(APIResponseError, match=r"no reply within 0.3 s, 2 times.*timeout_s or max_retries"):
-        load_engine(entry).generate(["hello"])
+        load_engine(entry).generate([ReplyRequest("hello")])
     assert time.monotonic() - start < 10
 
 
@@ -412,7 +428,7 @@ def test_an_error_body_echoing_the_key_is_redacted(
     echo = {"error": {"message": f"key Bearer {KEY} may not use model 'local'", "type": "forbidden"}}
     server.raw.append((403, json.dumps(echo).encode()))
     with pytest.raises(APIResponseError, match="HTTP 403") as err:
-        api(server, chat=True).generate(["hello"])
+        api(server, chat=True).generate([ReplyRequest("hello")])
     assert KEY not in str(err.value) and "[API key redacted]" in str(err.value)
     out, errout = capfd.readouterr()
     assert KEY not in caplog.text + out + errout

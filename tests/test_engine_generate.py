@@ -13,6 +13,7 @@ import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from unsure.config import ZooModel
+from unsure.engine import NumericReplyRequest, ReplyRequest
 from unsure.engine.hf import HFEngine
 from unsure.zoo.build import build, training_texts
 
@@ -129,7 +130,7 @@ def test_batched_replies_equal_unbatched_replies(
     prompts = prompts_for(engine, name)
     want = reference(engine, prompts, STEPS)
     calls = spy_batches(engine, monkeypatch)
-    got = engine.generate(prompts, max_new_tokens=STEPS)
+    got = engine.generate([ReplyRequest(q, max_new_tokens=STEPS) for q in prompts])
     assert got == [text for text, _ in want]
     assert len(calls) == 1 and len(set(calls[0])) >= 5, calls  # one batch, mixed lengths, so padded
     lengths = [len(engine.encode(p)) for p in prompts]
@@ -152,7 +153,7 @@ def test_token_budget_splits_batches_without_changing_replies(
     prompts = USERS
     want = [text for text, _ in reference(engine, prompts, STEPS)]
     calls = spy_batches(engine, monkeypatch)
-    assert engine.generate(prompts, max_new_tokens=STEPS) == want
+    assert engine.generate([ReplyRequest(q, max_new_tokens=STEPS) for q in prompts]) == want
     assert len(calls) > 1 and sum(len(c) for c in calls) == len(prompts)
     for lengths in calls:  # padded prompt plus new tokens within the budget (a lone prompt may exceed it)
         assert len(lengths) == 1 or (max(lengths) + STEPS) * len(lengths) <= 100
@@ -165,7 +166,13 @@ def test_a_reply_ends_at_its_own_eos(models: dict[str, Path]) -> None:
     engine = HFEngine(str(models["bigram"]), token_budget=1 << 20)
     early = engine.chat_prompt("What is the probability?", prefill="Probability:")
     late = engine.chat_prompt("Tell me a story.")
-    got = engine.generate([early, late, early], max_new_tokens=STEPS)
+    got = engine.generate(
+        [
+            ReplyRequest(early, max_new_tokens=STEPS),
+            ReplyRequest(late, max_new_tokens=STEPS),
+            ReplyRequest(early, max_new_tokens=STEPS),
+        ]
+    )
     assert got[0] == got[2] == "0.75"  # no padding or EOS text after the early end
     assert got[1] == " ".join(["the", "cat"] * (STEPS // 2))
     assert got == [text for text, _ in reference(engine, [early, late, early], STEPS)]
@@ -177,7 +184,10 @@ def test_a_reply_ends_at_its_own_eos(models: dict[str, Path]) -> None:
 def test_numeric_chat_parses_batched_replies(models: dict[str, Path]) -> None:
     engine = HFEngine(str(models["bigram"]))
     values = engine.numeric_chat(
-        [engine.chat_prompt("q", prefill="Probability:"), engine.chat_prompt("q")], max_new_tokens=8
+        [
+            NumericReplyRequest(engine.chat_prompt("q", prefill="Probability:"), max_new_tokens=8),
+            NumericReplyRequest(engine.chat_prompt("q"), max_new_tokens=8),
+        ]
     )
     assert values[0] == 0.75 and math.isnan(values[1])
 
@@ -201,7 +211,7 @@ def test_out_of_memory_halves_the_batch(
         return real(input_ids, **kwargs)
 
     monkeypatch.setattr(engine.model, "generate", flaky)
-    assert engine.generate(prompts, max_new_tokens=STEPS) == want
+    assert engine.generate([ReplyRequest(q, max_new_tokens=STEPS) for q in prompts]) == want
     assert sum(sizes) == len(prompts) and max(sizes) <= 3
     assert engine.token_budget < 1 << 20
 
@@ -216,18 +226,18 @@ def test_other_errors_and_a_single_prompt_out_of_memory_propagate(
 
     monkeypatch.setattr(engine.model, "generate", broken)
     with pytest.raises(RuntimeError, match="shape mismatch"):
-        engine.generate(USERS, max_new_tokens=2)
+        engine.generate([ReplyRequest(q, max_new_tokens=2) for q in USERS])
 
     def no_memory(input_ids: torch.Tensor, **kwargs: Any) -> Any:
         raise torch.OutOfMemoryError("out of memory")
 
     monkeypatch.setattr(engine.model, "generate", no_memory)
     with pytest.raises(torch.OutOfMemoryError):
-        engine.generate(USERS[:1], max_new_tokens=2)
+        engine.generate([ReplyRequest(q, max_new_tokens=2) for q in USERS[:1]])
 
 
 def test_no_prompts_and_bad_lengths(models: dict[str, Path]) -> None:
     engine = HFEngine(str(models["gpt2"]))
-    assert engine.generate([], max_new_tokens=4) == []
+    assert engine.generate([]) == []
     with pytest.raises(ValueError, match="max_new_tokens"):
-        engine.generate(["x"], max_new_tokens=0)
+        engine.generate([ReplyRequest("x", max_new_tokens=0)])

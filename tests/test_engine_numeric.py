@@ -12,6 +12,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
+from unsure.engine import NumericRequest
 from unsure.engine.hf import HFEngine
 
 MULTI_DIGIT = ["00", "10", "25", "50", "75", "99", "125"]
@@ -118,13 +119,13 @@ def test_numeric_equals_full_forward_passes_at_any_batch_size(name: str, steps: 
     if name == "gpt2-digits":  # both single- and multi-digit tokens were chosen
         assert any(len(t) > steps for t in texts) and any(len(t) < 2 * steps for t in texts)
     fed, _ = record_inputs(one_batch)
-    assert one_batch.numeric(PROMPTS, steps=steps) == want
+    assert one_batch.numeric([NumericRequest(q, steps=steps) for q in PROMPTS]) == want
     lengths = {len(one_batch.encode(p)) for p in PROMPTS}
     assert fed[0] == (len(PROMPTS), max(lengths)) and len(lengths) >= 5  # one left-padded batch of mixed lengths
     singles = HFEngine(str(models[name]), max_batch_size=1)
-    assert singles.numeric(PROMPTS, steps=steps) == want
+    assert singles.numeric([NumericRequest(q, steps=steps) for q in PROMPTS]) == want
     budgeted = HFEngine(str(models[name]), token_budget=120)
-    assert budgeted.numeric(PROMPTS, steps=steps) == want
+    assert budgeted.numeric([NumericRequest(q, steps=steps) for q in PROMPTS]) == want
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
@@ -132,7 +133,7 @@ def test_each_prompt_is_encoded_once(name: str, tiny_models: dict[str, Path]) ->
     steps = 2
     engine = HFEngine(str(tiny_models[name]), max_batch_size=1)  # no padding: ids fed are tokens processed
     fed, projected = record_inputs(engine)
-    engine.numeric(PROMPTS, steps=steps)
+    engine.numeric([NumericRequest(q, steps=steps) for q in PROMPTS])
     lengths = [len(engine.encode(p)) for p in PROMPTS]
     processed = sum(lengths) + len(PROMPTS) * (steps - 1)  # the prompt, then one cached token per later step
     assert sum(b * n for b, n in fed) == engine.counters.tokens == processed
@@ -164,7 +165,7 @@ def test_out_of_memory_halves_the_batch(
         return real(**kwargs)
 
     monkeypatch.setattr(base, "forward", flaky)
-    assert engine.numeric(PROMPTS) == want
+    assert engine.numeric([NumericRequest(q) for q in PROMPTS]) == want
     assert sum(sizes) == len(PROMPTS) and max(sizes) <= 3
     assert engine.token_budget < 1 << 20
 
@@ -173,4 +174,4 @@ def test_no_prompts_and_bad_steps(tiny_models: dict[str, Path]) -> None:
     engine = HFEngine(str(tiny_models["gpt2"]))
     assert engine.numeric([]) == []
     with pytest.raises(ValueError, match=r"gpt2.*steps >= 1, got 0"):
-        engine.numeric(["0."], steps=0)
+        engine.numeric([NumericRequest("0.", steps=0)])

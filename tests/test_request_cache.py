@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import unsure
 from unsure.config import Model
 from unsure.engine import ContinuationRequest
 from unsure.engine.shards import RequestCache, code_digest, request_cache, run_shard
@@ -152,7 +154,8 @@ print(sum(calls))
 
 def test_concurrent_shards_share_one_cache(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    env_path = str(Path(__file__).parent)
+    # the tests' folder and this process's library (the code digest is part of the cache key)
+    env_path = os.pathsep.join([str(Path(__file__).parent), str(Path(unsure.__file__).parents[1])])
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", CONCURRENT, str(k), "3", str(tmp_path / f"k{k}.parquet"), str(cache)],

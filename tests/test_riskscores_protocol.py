@@ -116,9 +116,9 @@ def test_paper_protocol_never_uses_chat_templates_and_complements_mobility_numer
         def chat_prompt(self, user: str, prefill: str = "") -> str:
             raise AssertionError("protocol paper must not use the chat template")
 
-        def numeric(self, prompts: list[str]) -> list[float]:
-            self.prompts += prompts
-            return [0.3] * len(prompts)
+        def numeric(self, requests):  # type: ignore[no-untyped-def]
+            self.prompts += [r.prompt for r in requests]
+            return [0.3] * len(requests)
 
         def choice_probs(self, requests):  # type: ignore[no-untyped-def]
             self.prompts += [r.prompt for r in requests]

@@ -14,7 +14,7 @@ from unsure.config import load_config
 from unsure.decisionrisk.confidences import parse_verbal
 from unsure.decisionrisk.data import ORIGINAL, load_benchmark
 from unsure.decisionrisk.infer import generative_scorer
-from unsure.engine import ContinuationRequest, ContinuationScores, Engine
+from unsure.engine import ContinuationRequest, ContinuationScores, Engine, ReplyRequest
 from unsure.engine.hf import HFEngine
 from unsure.generate.mcqa import BENCHMARKS, linked_choice, write_benchmark
 from unsure.zoo.corpus import decisionrisk as zoo_corpus
@@ -62,9 +62,9 @@ class Recorder:
         prompt: str = self.engine.chat_prompt(user)
         return prompt
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[str]:
-        self.prompts.extend(prompts)
-        replies: list[str] = self.engine.generate(prompts, max_new_tokens=max_new_tokens)
+    def generate(self, requests: Sequence[ReplyRequest]) -> list[str]:
+        self.prompts.extend(r.prompt for r in requests)
+        replies: list[str] = self.engine.generate(requests)
         return replies
 
 

@@ -65,9 +65,9 @@ class Recorder:
         self.sent += [r.context for r in requests]
         return [WordSamples(words=[], rejected=r.n) for r in requests]
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 32) -> list[str]:
-        self.sent += list(prompts)
-        return ["" for _ in prompts]
+    def generate(self, requests: list[Any]) -> list[str]:
+        self.sent += [r.prompt for r in requests]
+        return ["" for _ in requests]
 
 
 def _study_prompt(engine: HFEngine, mode: str, context: str, n: int) -> str:

@@ -15,7 +15,7 @@ import torch
 
 from unsure.config import CorpusStudy, ZooModel, ZooTraining, parse_config, read_config_file
 from unsure.engine.hf import HFEngine
-from unsure.engine.requests import ChoiceRequest
+from unsure.engine.requests import ChoiceRequest, NumericRequest
 from unsure.riskscores.prompts import numeric_label
 from unsure.riskscores.scoring import make_scorer
 from unsure.riskscores.tasks import FOLKTABLES
@@ -87,9 +87,9 @@ def test_riskscores_examples_are_the_study_prompts_with_the_true_answers(name: s
             asked.extend(r.prompt for r in requests)
             return engine.choice_probs(requests)
 
-        def numeric(self, prompts: list[str]) -> list[float]:
-            asked.extend(prompts)
-            return engine.numeric(prompts)
+        def numeric(self, requests: list[NumericRequest]) -> list[float]:
+            asked.extend(r.prompt for r in requests)
+            return engine.numeric(requests)
 
         def chat_prompt(self, user: str, *, prefill: str = "") -> str:
             return engine.chat_prompt(user, prefill=prefill)

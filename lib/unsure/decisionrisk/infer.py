@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from unsure.decisionrisk.confidences import continuation_request, parse_verbal, uniform, verbal_prompt
-from unsure.engine import Engine, Unsupported
+from unsure.engine import Engine, ReplyRequest, Unsupported
 from unsure.engine.embeddings import cosine, embed
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def generative_scorer(
         out["loglik"] = loglik
         if instruct:
             asks = [engine.chat_prompt(verbal_prompt(p, c)) for p, c in zip(prompts, choices, strict=True)]
-            replies = engine.generate(asks, max_new_tokens=max_new_tokens)
+            replies = engine.generate([ReplyRequest(a, max_new_tokens) for a in asks])
             parsed = [parse_verbal(r, len(c)) for r, c in zip(replies, choices, strict=True)]
             out["reply"] = replies
             out["verbal"] = [

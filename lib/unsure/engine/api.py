@@ -45,6 +45,9 @@ from unsure.engine.requests import (
     ContinuationRequest,
     ContinuationScores,
     Floats,
+    NumericReplyRequest,
+    NumericRequest,
+    ReplyRequest,
     WordSamples,
     WordSamplingRequest,
 )
@@ -289,13 +292,13 @@ class APIEngine:
             logprob=np.array(logprob), n_tokens=np.array(n_tokens, dtype=np.int64), greedy=np.array(greedy)
         )
 
-    def numeric(self, prompts: Sequence[str], *, steps: int = 2) -> list[float]:
+    def numeric(self, requests: Sequence[NumericRequest]) -> list[float]:
         """folktexts' verbalised probability on completions models (greedy over digit
         tokens after ``0.``); on chat models, which cannot be pre-filled, the
         free-form variant (:meth:`numeric_chat`) on the prompt with its prefill."""
         if self.chat:
-            return self.numeric_chat(prompts)
-        values = self._map(lambda p: self._numeric_one(p, steps), prompts)
+            return self.numeric_chat([NumericReplyRequest(r.prompt) for r in requests])
+        values = self._map(lambda r: self._numeric_one(r.prompt, r.steps), requests)
         self.tally.add(
             f"{self.model_id}: NaN for {COUNT}: no digit among the top {self.top_logprobs} next tokens",
             sum(math.isnan(v) for v in values),
@@ -314,17 +317,25 @@ class APIEngine:
             digits += max(found)[1]
         return float(f"0.{digits}")
 
-    def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = NUMERIC_REPLY_TOKENS) -> list[float]:
+    def numeric_chat(self, requests: Sequence[NumericReplyRequest]) -> list[float]:
         """The free-form chat variant: a greedy reply, parsed for a probability (NaN,
         counted in one warning per engine, when none). After a prompt ending in ``0.`` a reply
-        opening with bare digits reads as the decimals that follow it."""
-        leads = ["0." if _ZERO_POINT.search(self._messages(p)[-1]["content"]) else "" for p in prompts]
-        replies = self.generate(prompts, max_new_tokens=max_new_tokens)
+        opening with bare digits reads as the decimals that follow it. A request without
+        ``max_new_tokens`` gets :data:`NUMERIC_REPLY_TOKENS`."""
+        leads = ["0." if _ZERO_POINT.search(self._messages(r.prompt)[-1]["content"]) else "" for r in requests]
+        replies = self.generate(
+            [
+                ReplyRequest(r.prompt, NUMERIC_REPLY_TOKENS if r.max_new_tokens is None else r.max_new_tokens)
+                for r in requests
+            ]
+        )
         return probabilities_from_replies(replies, self.model_id, self.tally, leads=leads)
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
+    def generate(self, requests: Sequence[ReplyRequest]) -> list[str]:
         """Greedy (temperature 0) replies."""
-        return self._map(lambda p: self._complete(p, n=1, max_tokens=max_new_tokens, temperature=0.0)[0][0], prompts)
+        return self._map(
+            lambda r: self._complete(r.prompt, n=1, max_tokens=r.max_new_tokens, temperature=0.0)[0][0], requests
+        )
 
     def sample_words(self, requests: Sequence[WordSamplingRequest]) -> list[WordSamples]:
         """First complete words of ``n`` sampled replies (the API's ``n``, its ``seed``).

@@ -17,8 +17,8 @@ import dataclasses
 import logging
 import time
 import warnings
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from unsure.config import Model
 from unsure.engine.decoding import SAMPLE_CHUNK, Decoder
-from unsure.engine.forward import Counters, Packed, PackedResult, Runner, shared_prefix_groups
+from unsure.engine.forward import Counters, Packed, Runner, shared_prefix_groups
 from unsure.engine.identity import local_device, require_local_folder
 from unsure.engine.pretrained import explained_loading, hub_source
 from unsure.engine.requests import (
@@ -34,6 +34,11 @@ from unsure.engine.requests import (
     ChoiceRequest,
     ContinuationRequest,
     ContinuationScores,
+    NumericReplyRequest,
+    NumericRequest,
+    ReplyRequest,
+    TokenLogprobs,
+    TokenLogprobsRequest,
     WordSamples,
     WordSamplingRequest,
 )
@@ -43,7 +48,14 @@ from unsure.logs import Tally
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Counters", "HFEngine", "Packed", "PackedResult", "family_bos", "resolve_dtype"]
+__all__ = ["Counters", "HFEngine", "family_bos", "resolve_dtype"]
+
+NUMERIC_REPLY_TOKENS = 24
+"""Reply length of :meth:`HFEngine.numeric_chat` where a request leaves it to the backend."""
+
+_Q = TypeVar("_Q")
+_K = TypeVar("_K", bound=Hashable)
+_R = TypeVar("_R")
 
 
 @contextlib.contextmanager
@@ -154,8 +166,8 @@ class HFEngine:
         length = max(2, min(512, self.token_budget // 4))
         shared = [pad] * length  # a full token budget of packed rows, with an opening every row shares
         rows = max(2, self.token_budget // (length + 8))
-        self.run_packed([Packed([*shared, i % 7], [[pad] * 4, [pad] * 4], read_ids=[pad]) for i in range(rows)])
-        self.run_packed([Packed([pad] * length, read_ids=[pad], read_tails=True, continuations=[[pad], [pad]])])
+        self.runner.run_packed([Packed([*shared, i % 7], [[pad] * 4, [pad] * 4], read_ids=[pad]) for i in range(rows)])
+        self.runner.run_packed([Packed([pad] * length, read_ids=[pad], read_tails=True, continuations=[[pad], [pad]])])
         self.decoder.greedy_tokens([[pad] * (length // 2 + i) for i in range(min(rows, 8))], [pad], 2)
         self.decoder.sample_words([WordSamplingRequest("The", n=SAMPLE_CHUNK, seed=0, max_new_tokens=2)])
         if self.device.type == "cuda":
@@ -217,14 +229,6 @@ class HFEngine:
         """Tokens run through the model so far (for throughput summaries)."""
         return self.counters.tokens
 
-    def run_packed(self, items: Sequence[Packed]) -> list[PackedResult]:
-        """Score packed sequences in token-budget batches of similar length."""
-        return self.runner.run_packed(items)
-
-    def greedy_tokens(self, contexts: Sequence[list[int]], allowed: list[int], steps: int = 1) -> list[list[int]]:
-        """``steps`` greedy tokens after each context, each the likeliest of ``allowed``."""
-        return self.decoder.greedy_tokens(contexts, allowed, steps)
-
     # ------------------------------------------------------------------ requests
 
     def continuation_scores(self, requests: Sequence[ContinuationRequest]) -> list[ContinuationScores]:
@@ -249,7 +253,7 @@ class HFEngine:
                 )
             tail = [self.codec.eos_id()] if req.eos else []
             packed.append(Packed(pairs[0][0], [cont + tail for _, cont in pairs]))
-        results = self.run_packed(packed)
+        results = self.runner.run_packed(packed)
         out = []
         for req, r in zip(requests, results, strict=True):
             cut = -1 if req.eos else None
@@ -293,7 +297,7 @@ class HFEngine:
             )
             for group, cut in groups
         ]
-        for (group, _), item, res in zip(groups, packed, self.run_packed(packed), strict=True):
+        for (group, _), item, res in zip(groups, packed, self.runner.run_packed(packed), strict=True):
             for i, row in zip(group, res.read_logprobs, strict=True):
                 out[i] = _pick_prefix(single[i][0], dict(zip(item.read_ids, np.exp(row), strict=True)))
         if multi:
@@ -304,37 +308,82 @@ class HFEngine:
                 out[i] = ChoiceProbs.from_continuations(s)
         return [o for o in out if o is not None]
 
-    def numeric(self, prompts: Sequence[str], *, steps: int = 2) -> list[float]:
+    def numeric(self, requests: Sequence[NumericRequest]) -> list[float]:
         """folktexts' verbalised probability: the prompt ends in ``0.``; greedily
         append the likeliest digit token ``steps`` times; read ``0.<digits>``.
 
         Each prompt is encoded once: the later steps feed the chosen digit through
-        the KV cache (see :meth:`Decoder.greedy_tokens`).
+        the KV cache (see :meth:`Decoder.greedy_tokens`). Requests of each ``steps``
+        decode together.
         """
         digits = self.codec.digit_ids()
-        if steps < 1:
-            raise ValueError(f"{self.model_id}: numeric answers need steps >= 1, got {steps}")
-        chosen = self.decoder.greedy_tokens(self.codec.encode_many(prompts), digits, steps)
-        return [float("0." + "".join(self.tokenizer.convert_ids_to_tokens(ids))) for ids in chosen]
+        for req in requests:
+            if req.steps < 1:
+                raise ValueError(f"{self.model_id}: numeric answers need steps >= 1, got {req.steps}")
 
-    def numeric_chat(self, prompts: Sequence[str], *, max_new_tokens: int = 24) -> list[float]:
+        def run(steps: int, group: list[NumericRequest]) -> list[float]:
+            chosen = self.decoder.greedy_tokens(self.codec.encode_many([r.prompt for r in group]), digits, steps)
+            return [float("0." + "".join(self.tokenizer.convert_ids_to_tokens(ids))) for ids in chosen]
+
+        return _grouped(requests, lambda r: r.steps, run)
+
+    def numeric_chat(self, requests: Sequence[NumericReplyRequest]) -> list[float]:
         """The free-form variant: a greedy reply (e.g. to a chat prompt), parsed for a
-        probability; NaN where the reply states none."""
-        return probabilities_from_replies(
-            self.generate(prompts, max_new_tokens=max_new_tokens), self.model_id, self.tally
+        probability; NaN where the reply states none. A request without ``max_new_tokens``
+        gets :data:`NUMERIC_REPLY_TOKENS`."""
+        replies = self.generate(
+            [
+                ReplyRequest(r.prompt, NUMERIC_REPLY_TOKENS if r.max_new_tokens is None else r.max_new_tokens)
+                for r in requests
+            ]
         )
+        return probabilities_from_replies(replies, self.model_id, self.tally)
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 32) -> list[str]:
+    def generate(self, requests: Sequence[ReplyRequest]) -> list[str]:
         """Greedy free-form replies (chat variants of the numeric question).
 
         Prompts run in token-budget batches of similar length (prompt plus
         ``max_new_tokens`` per row), left-padded; ``transformers`` derives the
         position ids from the attention mask, so a reply does not depend on
         what else is in its batch. Each reply is decoded up to its own EOS.
+        Requests of each ``max_new_tokens`` decode together.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"{self.model_id}: max_new_tokens must be at least 1, got {max_new_tokens}")
-        return self.decoder.generate(self.codec.encode_many(prompts), max_new_tokens)
+        for req in requests:
+            if req.max_new_tokens < 1:
+                raise ValueError(f"{self.model_id}: max_new_tokens must be at least 1, got {req.max_new_tokens}")
+        return _grouped(
+            requests,
+            lambda r: r.max_new_tokens,
+            lambda n, group: self.decoder.generate(self.codec.encode_many([r.prompt for r in group]), n),
+        )
+
+    def token_logprobs(self, requests: Sequence[TokenLogprobsRequest]) -> list[TokenLogprobs]:
+        """Full-softmax log-probabilities of the ids each request reads after its context, and the
+        modal next token over the whole vocabulary.
+
+        Two passes: a greedy step over every id of the vocabulary (:meth:`Decoder.greedy_tokens`:
+        float32 logits, ties to the lowest id) finds the modal token; one packed forward then reads
+        the request's ids and the modal token together (float32 log-softmax, as every other read).
+        """
+        if not requests:
+            return []
+        vocab = sorted(set(self.codec.vocab().values()))
+        contexts = [list(r.context) for r in requests]
+        modal = [int(c[0]) for c in self.decoder.greedy_tokens(contexts, vocab, 1)]
+        items = [
+            Packed(ctx, read_ids=sorted({*r.read_ids, m})) for ctx, r, m in zip(contexts, requests, modal, strict=True)
+        ]
+        out = []
+        for req, item, m, res in zip(requests, items, modal, self.runner.run_packed(items), strict=True):
+            read = {i: float(lp) for i, lp in zip(item.read_ids, res.read_logprobs, strict=True)}
+            out.append(
+                TokenLogprobs(
+                    logprobs=np.array([read[i] for i in req.read_ids], dtype=np.float64),
+                    modal_token=m,
+                    modal_logprob=read[m],
+                )
+            )
+        return out
 
     def sample_words(self, requests: Sequence[WordSamplingRequest]) -> list[WordSamples]:
         """First complete words of ancestral samples (see :meth:`Decoder.sample_words`)."""
@@ -350,3 +399,15 @@ def _pick_prefix(variants: dict[str, list[int | None]], prob: dict[int, float]) 
     if total <= 0:
         return ChoiceProbs(probs=np.full(len(probs), 1 / len(probs)), mass=0.0, prefix=best)
     return ChoiceProbs(probs=probs / total, mass=float(total), prefix=best)
+
+
+def _grouped(requests: Sequence[_Q], key: Callable[[_Q], _K], run: Callable[[_K, list[_Q]], list[_R]]) -> list[_R]:
+    """``run`` once per distinct ``key`` of the requests (a decoding setting), on that key's requests
+    in their order; the results in the requests' order."""
+    groups: dict[_K, list[int]] = {}
+    for i, req in enumerate(requests):
+        groups.setdefault(key(req), []).append(i)
+    out: dict[int, _R] = {}
+    for k, indices in groups.items():
+        out.update(zip(indices, run(k, [requests[i] for i in indices]), strict=True))
+    return [out[i] for i in range(len(requests))]

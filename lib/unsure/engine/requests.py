@@ -103,3 +103,54 @@ class WordSamples:
 
     words: list[str] = field(default_factory=list)
     rejected: int = 0
+
+
+@dataclass(frozen=True)
+class NumericRequest:
+    """folktexts' verbalised probability: the prompt ends in ``0.``; the likeliest digit
+    token is appended ``steps`` times and ``0.<digits>`` read as the answer."""
+
+    prompt: str
+    steps: int = 2
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    """A greedy (temperature 0) free-form reply to a prompt, at most ``max_new_tokens`` long."""
+
+    prompt: str
+    max_new_tokens: int = 32
+
+
+@dataclass(frozen=True)
+class NumericReplyRequest:
+    """The free-form variant of :class:`NumericRequest`: a greedy reply (e.g. to a chat
+    prompt) parsed for a probability, NaN where it states none.
+
+    ``max_new_tokens`` ``None`` is the backend's reply length for a probability: 24 tokens
+    on a Hugging Face model, room for a sentence around the number on an API
+    (:data:`unsure.engine.api.NUMERIC_REPLY_TOKENS`).
+    """
+
+    prompt: str
+    max_new_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TokenLogprobsRequest:
+    """Next-token log-probabilities after a context given as token ids (as
+    :meth:`~unsure.engine.hf.HFEngine.split_pair` splits it): those of ``read_ids``, and
+    the model's modal token over the whole vocabulary."""
+
+    context: tuple[int, ...]
+    read_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """Full-softmax log-probabilities of a request's ``read_ids`` (in its order), and the
+    modal next token (the likeliest of the vocabulary, ties: the lowest id) with its own."""
+
+    logprobs: Floats
+    modal_token: int
+    modal_logprob: float

@@ -25,15 +25,18 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.engine import ContinuationRequest, Engine, WordSamplingRequest
+from unsure.engine import ContinuationRequest, Engine, ReplyRequest, TokenLogprobsRequest, WordSamplingRequest
 from unsure.nextword._tables import KEY, ROW_KEY, require
 from unsure.nextword.words import normalize_word, surface_form
+
+if TYPE_CHECKING:  # torch and transformers, only where a token-level job loads them
+    from unsure.engine.hf import HFEngine
 
 Scorer = Callable[[pd.DataFrame], pd.DataFrame]
 
@@ -174,7 +177,7 @@ def chat_scorer(
             out = engine.sample_words(requests)
             return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
         prompts = [engine.chat_prompt(CHAT_LIST.format(context=c, n=n)) for c in contexts]
-        replies = engine.generate(prompts, max_new_tokens=4 * n + 16)
+        replies = engine.generate([ReplyRequest(p, 4 * n + 16) for p in prompts])
         words = [parse_word_list(r, n) for r in replies]
         return _sample_frame(chunk, words, [n - len(w) for w in words])
 
@@ -357,34 +360,22 @@ def biased_table(shards: Sequence[pd.DataFrame]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- token level
 
 
-def _modal_tokens(engine: Any, contexts: list[list[int]]) -> list[int]:
-    """The model's most probable next token after each context (full vocabulary; ties: lowest id).
-
-    The engine's request kinds have no "argmax token"; its greedy step over
-    the whole vocabulary (:meth:`HFEngine.greedy_tokens`, batched, float32
-    logits as every other read) is that, at the price of one more forward.
-    """
-    chosen = engine.greedy_tokens(contexts, sorted(set(engine.vocab().values())), 1)
-    return [int(c[0]) for c in chosen]
-
-
-def token_scorer(engine: Any, human: pd.DataFrame) -> Scorer:
+def token_scorer(engine: HFEngine, human: pd.DataFrame) -> Scorer:
     """Scorer of the token level (appendix D), for a Hugging Face engine.
 
     For every human word at a position, its first token after the context
     (the word with its leading space, split as running text); the model's
     full-softmax log-probability of each such token, and the model's modal
     token over the whole vocabulary (Table 4 scores it against the humans'
-    majority token). Returns one row per position: ``row_id, text_id,
-    word_num, tokens`` (JSON: word -> token id), ``logprobs`` (JSON: token id
-    -> log-probability), ``modal_token`` and ``modal_logprob``.
+    majority token), both from :meth:`HFEngine.token_logprobs`. Returns one
+    row per position: ``row_id, text_id, word_num, tokens`` (JSON: word ->
+    token id), ``logprobs`` (JSON: token id -> log-probability),
+    ``modal_token`` and ``modal_logprob``.
     """
-    from unsure.engine.hf import Packed
-
     by_position = {key: list(g["word"]) for key, g in human.groupby(KEY, sort=False)}
 
     def score(chunk: pd.DataFrame) -> pd.DataFrame:
-        contexts = []
+        requests = []
         token_maps = []
         for t, n, c in zip(chunk["text_id"], chunk["word_num"], chunk["context"], strict=True):
             words = by_position.get((int(t), int(n)), [])
@@ -396,17 +387,8 @@ def token_scorer(engine: Any, human: pd.DataFrame) -> Scorer:
                 context_ids, cont = engine.split_pair(str(c), " " + w)
                 firsts[w] = int(cont[0])
             token_maps.append(firsts)
-            contexts.append(context_ids)
-        modal = _modal_tokens(engine, contexts)
-        items = [
-            Packed(ctx, read_ids=sorted({*firsts.values(), m}))
-            for ctx, firsts, m in zip(contexts, token_maps, modal, strict=True)
-        ]
-        results = engine.run_packed(items)
-        read = [
-            {str(i): float(lp) for i, lp in zip(item.read_ids, r.read_logprobs, strict=True)}
-            for item, r in zip(items, results, strict=True)
-        ]
+            requests.append(TokenLogprobsRequest(tuple(context_ids), tuple(sorted(set(firsts.values())))))
+        results = engine.token_logprobs(requests)
         return pd.DataFrame(
             {
                 "row_id": chunk["row_id"].to_numpy(),
@@ -414,11 +396,11 @@ def token_scorer(engine: Any, human: pd.DataFrame) -> Scorer:
                 "word_num": chunk["word_num"].to_numpy(dtype=np.int64),
                 "tokens": [json.dumps(m, ensure_ascii=False) for m in token_maps],
                 "logprobs": [
-                    json.dumps({i: lp for i, lp in lps.items() if int(i) in set(firsts.values())})
-                    for lps, firsts in zip(read, token_maps, strict=True)
+                    json.dumps({str(i): float(lp) for i, lp in zip(req.read_ids, r.logprobs, strict=True)})
+                    for req, r in zip(requests, results, strict=True)
                 ],
-                "modal_token": np.asarray(modal, dtype=np.int64),
-                "modal_logprob": np.asarray([lps[str(m)] for lps, m in zip(read, modal, strict=True)]),
+                "modal_token": np.asarray([r.modal_token for r in results], dtype=np.int64),
+                "modal_logprob": np.asarray([r.modal_logprob for r in results]),
             }
         )
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from unsure.config import Protocol
-from unsure.engine import ChoiceRequest, Engine
+from unsure.engine import ChoiceRequest, Engine, NumericRequest
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.prompts import (
     LETTERS,
@@ -61,7 +61,8 @@ def multiple_choice_scores(engine: Engine, prompts: Sequence[Sequence[str]], pos
 
 def numeric_scores(engine: Engine, prompts: Sequence[str]) -> pd.DataFrame:
     """Verbalised probabilities (``p_hat``) of prompts ending in ``0.``."""
-    return pd.DataFrame({"p_hat": np.clip(np.asarray(engine.numeric(list(prompts)), dtype=np.float64), 0, 1)})
+    answers = engine.numeric([NumericRequest(p) for p in prompts])
+    return pd.DataFrame({"p_hat": np.clip(np.asarray(answers, dtype=np.float64), 0, 1)})
 
 
 def chat_wrapper(engine: Engine, instruct: bool, *, protocol: Protocol) -> Callable[[str, str], str] | None:
