@@ -139,6 +139,42 @@ def test_the_scorers_code_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest
     assert code_digest(make_scorer) != code_digest(counting([]))
 
 
+def test_an_edit_to_a_rooms_figures_keeps_its_cache_and_one_to_its_prompts_starts_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key holds the code the scores depend on (the scorer's module and the room modules it
+    imports), not the room's tables and figures: redrawing a figure never rescored a row."""
+    room = tmp_path / "fakeroom"
+    room.mkdir()
+    (room / "__init__.py").write_text("")
+    (room / "prompts.py").write_text("WORD = 'earns'\n")
+    (room / "scoring.py").write_text(
+        "def score(chunk):\n    from unsure.fakeroom.prompts import WORD\n\n    return chunk.assign(word=WORD)\n"
+    )
+    (room / "plots.py").write_text("from unsure.fakeroom import prompts\n\nCOLOR = 'red'\n")
+    monkeypatch.setattr(unsure, "__path__", [*unsure.__path__, str(tmp_path)])
+    try:
+        score = importlib.import_module("unsure.fakeroom.scoring").score
+        calls: list[int] = []
+
+        def counted(chunk: pd.DataFrame) -> pd.DataFrame:
+            calls.append(len(chunk))
+            return pd.DataFrame(score(chunk))
+
+        counted.__module__ = score.__module__
+        cache = tmp_path / "cache"
+        shard(table(16), counted, tmp_path / "a.parquet", cache)
+        (room / "plots.py").write_text("from unsure.fakeroom import prompts\n\nCOLOR = 'blue'\n")
+        shard(table(16), counted, tmp_path / "b.parquet", cache)
+        assert sum(calls) == 16, "a figure's edit rescored the rows"
+        (room / "prompts.py").write_text("WORD = 'makes'\n")
+        shard(table(16), counted, tmp_path / "c.parquet", cache)
+        assert sum(calls) == 32, "a prompt's edit was answered from the cache"
+    finally:
+        for name in [n for n in sys.modules if n.startswith("unsure.fakeroom")]:
+            del sys.modules[name]
+
+
 CONCURRENT = """
 import sys
 from pathlib import Path

@@ -16,10 +16,12 @@ Ctrl-C left marked incomplete) scores only the rows never scored before.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
 import importlib
+import importlib.util
 import io
 import json
 import logging
@@ -321,27 +323,70 @@ def _jsonable(value: Any) -> Any:
 
 
 def code_digest(score: Callable[..., Any]) -> str:
-    """SHA-256 of the source a scorer's results depend on: the package of the ``unsure`` room
-    that defines it (its prompts, its parsing) and the engine. Any edit there starts a new
-    cache, never a stale hit; a scorer defined elsewhere contributes its module's file."""
+    """SHA-256 of the source a scorer's results depend on: the engine, and the modules of the
+    ``unsure`` room that defines the scorer which its module imports, directly or through each
+    other (its prompts, its parsing). Any edit there starts a new cache, never a stale hit; an edit
+    to the room's tables or figures, which no scorer imports, keeps it. A scorer defined outside
+    the library contributes its module's file."""
     module = getattr(score, "__module__", None) or type(score).__module__
-    names = ["unsure.engine"]
+    files = _package_files("unsure.engine")
     if module.startswith("unsure."):
-        names.append(".".join(module.split(".")[:2]))
+        room = ".".join(module.split(".")[:2])
+        files += [_module_file(name) for name in sorted(_imported_within(module, room))]
     else:
-        names.append(module)
-    files: list[Path] = []
-    for name in dict.fromkeys(names):
-        mod = sys.modules.get(name) or importlib.import_module(name)
-        paths = getattr(mod, "__path__", None)
-        if paths:
-            files += sorted(p for folder in paths for p in Path(folder).rglob("*.py"))
-        elif getattr(mod, "__file__", None):
-            files.append(Path(str(mod.__file__)))
+        files.append(_module_file(module))
     total = hashlib.sha256()
     for file in files:
         total.update(f"{file.name}\0{file_digest(file)}\n".encode())
     return total.hexdigest()
+
+
+def _module_file(name: str) -> Path:
+    mod = sys.modules.get(name) or importlib.import_module(name)
+    return Path(str(mod.__file__))
+
+
+def _package_files(name: str) -> list[Path]:
+    mod = sys.modules.get(name) or importlib.import_module(name)
+    return sorted(p for folder in getattr(mod, "__path__", []) for p in Path(folder).rglob("*.py"))
+
+
+def _imported_within(module: str, room: str) -> set[str]:
+    """``module``, the room's package, and every module of ``room`` they import, transitively
+    (every import statement, those inside functions too)."""
+    seen: set[str] = set()
+    todo = [module, room]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        spec = importlib.util.find_spec(name) if _is_module(name) else None
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            continue
+        package = name if spec.submodule_search_locations is not None else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+            found: list[str] = []
+            if isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                found = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            for candidate in found:
+                if (candidate == room or candidate.startswith(room + ".")) and _is_module(candidate):
+                    todo.append(candidate)
+    return seen
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` names a module (not a function or class imported from one)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # its parent is a module, not a package
+        return False
 
 
 class RequestCache:
