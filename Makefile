@@ -30,14 +30,14 @@ demo-checks: $(STAMP)
 # The paper config's shadow (config/config.yaml + config/shadow.yaml) on tiny models of the
 # same families, in .shadow/paper (shadow-ci: the CI variant, entries of one size family folded).
 shadow: $(STAMP)
-	$(PY) -m unsure.shadow
+	$(PY) tools/shadow.py
 
 shadow-ci: $(STAMP)
-	$(PY) -m unsure.shadow --ci
+	$(PY) tools/shadow.py --ci
 
 lint: $(STAMP)
-	$(BIN)/ruff check lib scripts tests bench
-	$(BIN)/ruff format --check lib scripts tests bench
+	$(BIN)/ruff check lib scripts tests bench tools
+	$(BIN)/ruff format --check lib scripts tests bench tools
 	$(BIN)/mypy
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from openai_server import Server
 from workflow_helpers import install_demo_zoo, snakemake, untrained
+
+from openai_server import Server
 
 pytestmark = pytest.mark.workflow
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from openai_server import Server
 from test_engine_sampling import fixed_distribution_model
 
+from openai_server import Server
 from unsure.config import Model, ZooModel
 from unsure.engine import (
     ChoiceRequest,

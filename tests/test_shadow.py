@@ -1,8 +1,8 @@
-"""The shadow of the paper config (``unsure.shadow``): ``config/config.yaml`` unchanged but for
+"""The shadow of the paper config (``tools/shadow.py``): ``config/config.yaml`` unchanged but for
 ``config/shadow.yaml``, every model entry a tiny model of its family, the API models on the
 loopback server, run to the last table and figure of every study.
 
-CI runs the CI variant (``python -m unsure.shadow --ci``): the same merged config with the
+CI runs the CI variant (``python tools/shadow.py --ci``): the same merged config with the
 entries that differ only in size folded into one (:data:`FOLDED`), so that every study, every
 prompting mode and every (family, tokenizer, instruct, backend, template) combination of the
 paper config runs within CI's budget. The full variant (every entry) is docs/slurm.md's command.
@@ -22,8 +22,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from unsure.config import Config, deep_merge, parse_config
-from unsure.shadow import (
+from shadow import (
     CI_SNI_TASKS,
     CI_STATES,
     OVERRIDE,
@@ -37,6 +36,7 @@ from unsure.shadow import (
     shadow_config,
     snakemake_command,
 )
+from unsure.config import Config, deep_merge, parse_config
 
 SHARED = REPO.parent / "shared" / "data"
 
@@ -100,7 +100,8 @@ def test_a_terminated_shadow_run_stops_snakemake_and_every_job(tmp_path: Path) -
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from unsure.shadow import _stream\n"
+        f"sys.path.insert(0, {str(REPO / 'tools')!r})\n"
+        "from shadow import _stream\n"
         "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))\n"
         f"_stream(['bash', '-c', 'sleep 300 & echo $! > {tmp_path}/job.pid; sleep 300'], dict(os.environ), "
         f"Path('{tmp_path}/log'))\n"
@@ -233,7 +234,8 @@ def _summary(work: Path) -> list[dict[str, str]]:
 def test_the_ci_shadow_run_ends_with_every_table_and_figure_of_every_study(tmp_path: Path) -> None:
     before = time.time()
     work = tmp_path / "shadow"
-    cmd = [sys.executable, "-m", "unsure.shadow", "--ci", "--cores", "2", "--port", "0", "--workdir", str(work)]
+    cmd = [sys.executable, str(REPO / "tools" / "shadow.py"), "--ci", "--cores", "2", "--port", "0"]
+    cmd += ["--workdir", str(work)]
     with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             stdout, _ = proc.communicate(timeout=1500)

@@ -1,5 +1,5 @@
 """The shadow run on a user's machine (issue 31): without ``../shared`` beside the repository,
-``python -m unsure.shadow`` fetches each family's tokenizer files (never weights) from the
+``tools/shadow.py`` fetches each family's tokenizer files (never weights) from the
 Hugging Face hub into ``resources/tokenizers``, reuses them offline, takes them from a folder
 the user names (``--tokenizers DIR``), and stops with the model id and the fix, not a traceback,
 when the hub refuses (a gated model whose licence is not accepted, no login) or is unreachable.
@@ -24,8 +24,8 @@ import pytest
 import yaml
 from huggingface_hub.utils import _http
 
-from unsure import shadow
-from unsure.shadow import (
+import shadow
+from shadow import (
     FETCHED,
     HUB_FILES,
     OVERRIDE,
@@ -303,7 +303,7 @@ def test_the_ci_dry_run_without_shared_tokenizers_fetches_them_through_the_hub(
     shared: Path, hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 31's done-when: in a clone with no ../shared tokenizers beside it, `make shadow-ci`
-    (``python -m unsure.shadow --ci``) reaches its tokenizer step and fetches through the hub
+    (``python tools/shadow.py --ci``) reaches its tokenizer step and fetches through the hub
     code; here the hub serves ../shared's real files, and the dry run plans every job."""
     for folder, repo_id in HUB_REPOS.items():
         hub.add(repo_id, shared / "tokenizers" / folder)

@@ -175,7 +175,7 @@ def test_a_zoo_model_with_its_own_training_learns_the_studies_it_names() -> None
     """The shadow's served models (no models: entry is built from them, the API entries point at
     their server) learn the prompts of the study that reads their replies, so that these parse as
     a real API model's do."""
-    from unsure.shadow import merged_config, served_zoo
+    from shadow import merged_config, served_zoo
 
     raw = read_config_file(REPO / "config" / "demo.yaml")
     own = {"examples": {"decisionrisk": 50}, "epochs": 2}

@@ -4,7 +4,7 @@ It answers ``/v1/completions`` (``logprobs``, ``echo``, ``n``) and
 ``/v1/chat/completions`` (``logprobs``/``top_logprobs``, ``n``) in the
 response layout of the OpenAI API, computing every number with
 ``transformers`` directly (independently of the engine), so the API backend's
-tests can compare the two. The shadow run (``unsure.shadow``) points the paper
+tests can compare the two. The shadow run (``tools/shadow.py``) points the paper
 config's API models at it. It binds 127.0.0.1 only and answers only requests
 that carry its key, which the caller passes in (from the environment, never
 a file).
@@ -16,7 +16,7 @@ log of the raw requests.
 
 From a shell (the key from the environment variable ``--key-env`` names)::
 
-    UNSURE_SHADOW_API_KEY=... python -m unsure.engine.openai_server MODEL_DIR --port 8765
+    UNSURE_SHADOW_API_KEY=... python tools/openai_server.py MODEL_DIR --port 8765
 """
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
     import os
 
-    parser = argparse.ArgumentParser(prog="python -m unsure.engine.openai_server", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python tools/openai_server.py", description=main.__doc__)
     parser.add_argument("model_dir", help="a local model folder (weights and tokenizer)")
     parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument(

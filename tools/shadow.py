@@ -6,7 +6,7 @@ in the override replaces the paper's value). The override maps every model entry
 tiny randomly initialised model of its family (declared once per family under
 ``zoo.models``: the family's real tokenizer files where ``../shared/data/tokenizers`` has
 them, the zoo's trained tokenizer otherwise), points the API models at a loopback
-OpenAI-compatible server (:mod:`unsure.engine.openai_server`, 127.0.0.1 only, its fake key
+OpenAI-compatible server (``tools/openai_server.py``, 127.0.0.1 only, its fake key
 only in the run's environment), takes generated data (or the real local files the
 pipeline can read) and shrinks sizes and shards. Every study, model entry, prompting mode
 and table and figure of the paper config is kept.
@@ -32,7 +32,7 @@ together (:func:`fold_states`): one generator job per state is all a state chang
 scores four of the seven SNI tasks (:func:`fold_sni_tasks`), and runs riskscores' importance
 and evidence analyses on one model per (backend, instruct) (:func:`fold_riskscores_analyses`).
 
-    python -m unsure.shadow [--ci] [--cores N] [--workdir DIR] [--port P] [--tokenizers DIR] [-n]
+    python tools/shadow.py [--ci] [--cores N] [--workdir DIR] [--port P] [--tokenizers DIR] [-n]
                             [snakemake options]
 """
 
@@ -69,7 +69,7 @@ from huggingface_hub.errors import (
 from unsure.config import ZOO_DIR, ConfigError, deep_merge, parse_config
 from unsure.engine.pretrained import TOKENIZER_FILES
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 """The repository: the Snakefile, ``config/config.yaml`` and ``config/shadow.yaml``."""
 
 PAPER = "config/config.yaml"
@@ -247,7 +247,7 @@ def provide_tokenizers(
     if unknown:
         raise ShadowError(
             f"no tokenizer folder {', '.join(unknown)} ({OVERRIDE}'s zoo: entries) and no hub repo known for "
-            f"it (a paper models: entry of that name, or unsure.shadow.HUB_TOKENIZERS): pass --tokenizers DIR"
+            f"it (a paper models: entry of that name, or HUB_TOKENIZERS in tools/shadow.py): pass --tokenizers DIR"
         )
     cache = repo / TOKENIZER_CACHE
     wanted = sorted({str(Path(s["tokenizer"]).parent) for s in specs if Path(s["tokenizer"]).name in absent})
@@ -316,7 +316,7 @@ def fetch_tokenizer(name: str, source: HubSource, cache: Path) -> Path:
         raise ShadowError(
             f"https://huggingface.co/{source.repo_id} has no tokenizer files at its top level "
             f"({', '.join(files) or 'none of ' + ', '.join(HUB_FILES)}): name another repo for {name} "
-            "in unsure.shadow.HUB_TOKENIZERS, or pass --tokenizers DIR"
+            "in HUB_TOKENIZERS in tools/shadow.py, or pass --tokenizers DIR"
         )
     record = {"repo_id": source.repo_id, "revision": source.revision, "files": files}
     (part / FETCHED).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -666,7 +666,7 @@ def run(
     ``tokenizers``: the user's folder of the families' tokenizer folders (``--tokenizers``)."""
     import torch
 
-    from unsure.engine.openai_server import Server
+    from openai_server import Server  # beside this file
 
     start, cpu_start = time.monotonic(), _cpu_seconds()
     cfg, folds = shadow_config(repo, ci=ci, tokenizers=tokenizers)
@@ -703,7 +703,7 @@ def run(
                     "pass --port 0 for a free port"
                 ) from None
             _with_port(cfg, server.port)
-        header = "# The shadow of config/config.yaml (written by unsure.shadow; do not edit)\n"
+        header = "# The shadow of config/config.yaml (written by tools/shadow.py; do not edit)\n"
         if folds:
             header += "# CI: model entries folded into the one kept:\n" + "".join(
                 f"#   {a} -> {b}\n" for a, b in folds.items()
@@ -732,7 +732,7 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m unsure.shadow",
+        prog="python tools/shadow.py",
         description="Run the paper config's shadow: every study, model entry and prompting mode of "
         "config/config.yaml on tiny models of the same families, on a CPU. Options it does not know "
         "go to snakemake.",
