@@ -296,7 +296,8 @@ def _need(path: Path, what: str) -> Path:
 def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[str, dict[str, float]]:
     from unsure.riskscores.analysis import evidence_steps
     from unsure.riskscores.dictionary import read_dictionary
-    from unsure.riskscores.prompts import Shot, build_prompt
+    from unsure.riskscores.prompts import Shot
+    from unsure.riskscores.requests import choice_requests, numeric_requests
     from unsure.riskscores.tasks import FOLKTABLES, person_columns, read_person_zip, task_from_spec
     from unsure.riskscores.text import frame_text
 
@@ -309,7 +310,7 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
         raise EstimateError(f"{raw}: no ACS person zip (csv_p<state>.zip)")
     persons = read_person_zip(zips[0], person_columns(study.custom_tasks.values(), [study.subgroup_column]))
     out: dict[str, dict[str, float]] = {"mc": {}, "numeric": {}, "plain": {}, "evidence": {}, "tail": {}}
-    prompt = partial(build_prompt, protocol="corrected")  # the texts below are frame_text: corrected words
+    asked = partial(choice_requests, protocol="corrected")  # the texts below are frame_text: corrected words
     for name in study.tasks:
         spec = study.custom_tasks.get(name)
         task = task_from_spec(name, spec.model_dump() if spec else None, dictionary)
@@ -321,18 +322,20 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
             raise EstimateError(f"{zips[0]}: no person record in task {name}'s population to build prompts from")
         texts = frame_text(rows, task.features, dictionary).tolist()
         shots = [Shot(texts[i % len(texts)], i % 2) for i in range(study.few_shot)]
-        kinds = {"mc": ("multiple_choice", shots), "numeric": ("numeric", shots), "plain": ("multiple_choice", [])}
-        for key, (kind, examples) in kinds.items():
-            prompts = [prompt(task, t, kind, 0, year=acs.year, shots=examples) for t in texts]
-            out[key][name] = float(count(prompts).mean())
-        other = [prompt(task, t, "multiple_choice", 1, year=acs.year, shots=shots) for t in texts]
-        mine = [prompt(task, t, "multiple_choice", 0, year=acs.year, shots=shots) for t in texts]
+        # the study's own requests (unsure.riskscores.requests): both option orders, numeric, zero-shot
+        both = [r.prompt for r in asked(texts, task, year=acs.year, both_orders=True, shots=shots)]
+        mine, other = both[: len(texts)], both[len(texts) :]
+        numeric = numeric_requests(texts, task, year=acs.year, shots=shots, protocol="corrected")
+        plain = asked(texts, task, year=acs.year, both_orders=False)
+        out["mc"][name] = float(count(mine).mean())
+        out["numeric"][name] = float(count([r.prompt for r in numeric]).mean())
+        out["plain"][name] = float(count([r.prompt for r in plain]).mean())
         tails = [b[len(os.path.commonprefix([a, b])) :] for a, b in zip(mine, other, strict=True)]  # noqa: RUF071
         out["tail"][name] = float(count(tails, special=False).mean())
         few = rows.head(max(1, len(rows) // 4))  # a prompt per step and row: a quarter of the rows is plenty
-        steps = [frame_text(few, features, dictionary) for features in evidence_steps(task.features)]
+        steps = [frame_text(few, features, dictionary).tolist() for features in evidence_steps(task.features)]
         out["evidence"][name] = float(
-            np.mean([count(prompt(task, t, "multiple_choice", 0, year=acs.year) for t in s).mean() for s in steps])
+            np.mean([count([r.prompt for r in asked(s, task, year=acs.year, both_orders=False)]).mean() for s in steps])
         )
     return out
 

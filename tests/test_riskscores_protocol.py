@@ -16,6 +16,7 @@ from unsure.generate.acs import write_state_zip
 from unsure.riskscores.dictionary import SECTION_HEADERS, read_dictionary
 from unsure.riskscores.metrics import fit_threshold, signed_calibration_error
 from unsure.riskscores.prompts import Shot, build_prompt, positive_letter, row_texts, uses_chat
+from unsure.riskscores.requests import choice_requests, numeric_requests
 from unsure.riskscores.scoring import chat_wrapper, make_scorer
 from unsure.riskscores.tasks import FEATURE_COLUMNS, FOLKTABLES, read_person_zip, task_rows
 from unsure.riskscores.text import value_text
@@ -63,13 +64,15 @@ def test_paper_prompts_equal_folktexts_byte_for_byte(name: str, persons: pd.Data
     rows["text"] = row_texts(rows, task.features, dictionary, protocol="paper")
     mc, numeric = theirs.multiple_choice_qa, theirs.direct_numeric_qa
     assert rows[list(task.features)].isna().any().any() or name == "ACSIncome"  # missing values are exercised
-    for _, row in rows.iterrows():
-        ours = {o: build_prompt(task, row["text"], "multiple_choice", o, year=2018, protocol="paper") for o in (0, 1)}
-        assert ours[0] == encode_row_prompt(row, theirs, question=mc), row["row_id"]
-        assert ours[1] == encode_row_prompt(row, theirs, question=_swapped(mc)), row["row_id"]
-        assert build_prompt(task, row["text"], "numeric", 0, year=2018, protocol="paper") == encode_row_prompt(
-            row, theirs, question=numeric
-        )
+    # what the study sends the engine (its requests), against what folktexts prompts
+    texts = rows["text"].tolist()
+    choices = choice_requests(texts, task, year=2018, both_orders=True, protocol="paper")
+    numerics = numeric_requests(texts, task, year=2018, protocol="paper")
+    assert len(choices) == 2 * len(texts) and {r.options for r in choices} == {("A", "B")}
+    for i, (_, row) in enumerate(rows.iterrows()):
+        assert choices[i].prompt == encode_row_prompt(row, theirs, question=mc), row["row_id"]
+        assert choices[len(texts) + i].prompt == encode_row_prompt(row, theirs, question=_swapped(mc)), row["row_id"]
+        assert numerics[i].prompt == encode_row_prompt(row, theirs, question=numeric), row["row_id"]
     # the option of label 1 is the one folktexts maps to its positive class (ACSMobility: swapped)
     flip = name == "ACSMobility"
     for order, question in ((0, mc), (1, _swapped(mc))):

@@ -171,6 +171,7 @@ def test_each_zoo_model_learns_the_studies_that_run_it() -> None:
     assert parse_config(raw).zoo_training_studies("tiny-llama") == []
 
 
+@pytest.mark.usefixtures("shared_data")  # the shadow's tokenizers (without them it fetches from the hub)
 def test_a_zoo_model_with_its_own_training_learns_the_studies_it_names() -> None:
     """The shadow's served models (no models: entry is built from them, the API entries point at
     their server) learn the prompts of the study that reads their replies, so that these parse as

@@ -22,47 +22,27 @@ import numpy as np
 import pandas as pd
 
 from unsure.config import Protocol
-from unsure.engine import ChoiceRequest, Engine, NumericRequest
+from unsure.engine import ChoiceProbs, Engine
 from unsure.riskscores.dictionary import DataDictionary
-from unsure.riskscores.prompts import (
-    LETTERS,
-    Shot,
-    build_prompt,
-    numeric_label,
-    positive_letter,
-    row_texts,
-    uses_chat,
-)
+from unsure.riskscores.prompts import Shot, numeric_label, positive_letter, row_texts, uses_chat
+from unsure.riskscores.requests import choice_requests, numeric_requests, option_orders
 from unsure.riskscores.tasks import Task
 
 
-def multiple_choice_scores(engine: Engine, prompts: Sequence[Sequence[str]], positive: Sequence[int]) -> pd.DataFrame:
-    """Scores from prompts given per option order.
-
-    ``prompts[o][i]`` is row ``i``'s prompt in order ``o``; ``positive[o]`` the
-    index of the positive letter in that order. Returns ``p_hat`` (the mean
-    over orders), ``p_order<o>`` and ``mass`` (mean raw probability on the letters).
-    """
-    # one call for all orders: the engine then encodes the features a row's orders share once
-    answers = engine.choice_probs([ChoiceRequest(p, LETTERS) for batch in prompts for p in batch])
+def multiple_choice_scores(answers: Sequence[ChoiceProbs], n_rows: int, positive: Sequence[int]) -> pd.DataFrame:
+    """Scores from the answers to :func:`~.requests.choice_requests` (``n_rows`` rows per order;
+    ``positive[o]`` the index of the positive letter in order ``o``). Returns ``p_hat`` (the mean
+    over orders), ``p_order<o>`` and ``mass`` (mean raw probability on the letters)."""
     columns: dict[str, np.ndarray] = {}
     masses = []
-    start = 0
-    for o, (batch, pos) in enumerate(zip(prompts, positive, strict=True)):
-        order = answers[start : start + len(batch)]
-        start += len(batch)
+    for o, pos in enumerate(positive):
+        order = answers[o * n_rows : (o + 1) * n_rows]
         columns[f"p_order{o}"] = np.clip(np.array([a.probs[pos] for a in order], dtype=np.float64), 0, 1)
         masses.append(np.array([a.mass for a in order], dtype=np.float64))
     out = pd.DataFrame(columns)
     out.insert(0, "p_hat", np.mean(list(columns.values()), axis=0))
     out["mass"] = np.mean(masses, axis=0)
     return out
-
-
-def numeric_scores(engine: Engine, prompts: Sequence[str]) -> pd.DataFrame:
-    """Verbalised probabilities (``p_hat``) of prompts ending in ``0.``."""
-    answers = engine.numeric([NumericRequest(p) for p in prompts])
-    return pd.DataFrame({"p_hat": np.clip(np.asarray(answers, dtype=np.float64), 0, 1)})
 
 
 def chat_wrapper(engine: Engine, instruct: bool, *, protocol: Protocol) -> Callable[[str, str], str] | None:
@@ -88,17 +68,18 @@ def make_scorer(
     protocol's words: :func:`~unsure.riskscores.prompts.row_texts`) to ``row_id, p_hat, ...``."""
     chat = chat_wrapper(engine, instruct, protocol=protocol)
 
-    def prompt(text: str, order: int) -> str:
-        return build_prompt(task, text, kind, order, year=year, shots=shots, chat=chat, protocol=protocol)
-
     def score(rows: pd.DataFrame) -> pd.DataFrame:
         texts = rows[text_column].tolist()
         if kind == "multiple_choice":
-            orders = (0, 1) if both_orders else (0,)
-            prompts = [[prompt(t, o) for t in texts] for o in orders]
-            out = multiple_choice_scores(engine, prompts, [positive_letter(o, task, protocol=protocol) for o in orders])
+            asked = choice_requests(
+                texts, task, year=year, both_orders=both_orders, shots=shots, chat=chat, protocol=protocol
+            )
+            positive = [positive_letter(o, task, protocol=protocol) for o in option_orders(both_orders)]
+            out = multiple_choice_scores(engine.choice_probs(asked), len(texts), positive)
         else:
-            out = numeric_scores(engine, [prompt(t, 0) for t in texts])
+            asked_n = numeric_requests(texts, task, year=year, shots=shots, chat=chat, protocol=protocol)
+            answers = engine.numeric(asked_n)
+            out = pd.DataFrame({"p_hat": np.clip(np.asarray(answers, dtype=np.float64), 0, 1)})
             if numeric_label(task, protocol=protocol) == 0:
                 out["p_hat"] = 1.0 - out["p_hat"]
         out.insert(0, "row_id", rows["row_id"].to_numpy())

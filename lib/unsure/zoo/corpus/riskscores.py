@@ -28,7 +28,8 @@ from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.generate.acs import TASKS, true_probabilities, write_data_dictionary, write_state_zip
 from unsure.riskscores.dictionary import DataDictionary, read_dictionary
-from unsure.riskscores.prompts import LETTERS, build_prompt, numeric_label, positive_letter, row_texts
+from unsure.riskscores.prompts import numeric_label, positive_letter, row_texts
+from unsure.riskscores.requests import choice_requests, numeric_requests, option_orders
 from unsure.riskscores.scoring import chat_wrapper
 from unsure.riskscores.tasks import BASE_COLUMNS, FOLKTABLES, read_person_zip
 
@@ -88,17 +89,17 @@ def _examples(chat: Callable[[str, str], str] | None, *, n: int, seed: int) -> l
     for row in draws(n=n, seed=seed).itertuples(index=False):
         task, p = FOLKTABLES[str(row.task)], float(row.p_true)
         if row.prompting == "multiple_choice":  # both orders: their contrast is the option reading to learn
-            for order in (0, 1):
-                prompt = build_prompt(
-                    task, str(row.text), "multiple_choice", order, year=YEAR, chat=chat, protocol=DEMO_PROTOCOL
-                )
+            text = [str(row.text)]
+            asked = choice_requests(text, task, year=YEAR, both_orders=True, chat=chat, protocol=DEMO_PROTOCOL)
+            for order, request in zip(option_orders(True), asked, strict=True):
                 positive = positive_letter(order, protocol=DEMO_PROTOCOL)
-                for i, letter in enumerate(LETTERS):
-                    examples.append(Example(prompt, f" {letter}", p if i == positive else 1 - p, after_prompt=True))
+                for i, letter in enumerate(request.options):
+                    weight = p if i == positive else 1 - p
+                    examples.append(Example(request.prompt, f" {letter}", weight, after_prompt=True))
         else:
-            prompt = build_prompt(task, str(row.text), "numeric", 0, year=YEAR, chat=chat, protocol=DEMO_PROTOCOL)
-            asked = p if numeric_label(task, protocol=DEMO_PROTOCOL) == 1 else 1 - p
-            examples.append(Example(prompt, f"{min(round(asked * 100), 99):02d}", after_prompt=True))
+            (numeric,) = numeric_requests([str(row.text)], task, year=YEAR, chat=chat, protocol=DEMO_PROTOCOL)
+            q = p if numeric_label(task, protocol=DEMO_PROTOCOL) == 1 else 1 - p
+            examples.append(Example(numeric.prompt, f"{min(round(q * 100), 99):02d}", after_prompt=True))
     return examples
 
 
