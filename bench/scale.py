@@ -359,7 +359,7 @@ def _provo_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict
 
 def _sni_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> tuple[dict[int, float], float]:
     from unsure.labelbias.prompts import item_context
-    from unsure.labelbias.scoring import continuation
+    from unsure.labelbias.requests import continuation
     from unsure.labelbias.tasks import draw_instances, read_task, rejection, task_names
 
     lb = cfg.studies.labelbias

@@ -31,7 +31,8 @@ from unsure.config import ZooModel
 from unsure.engine import ContinuationRequest
 from unsure.engine.hf import HFEngine
 from unsure.labelbias.prompts import build_items, pools, read_templates
-from unsure.labelbias.scoring import ItemScorer, TaskPrompting, continuation, prompt_fit, score_contexts_both
+from unsure.labelbias.requests import continuation
+from unsure.labelbias.scoring import ItemScorer, TaskPrompting, prompt_fit, score_contexts_both
 from unsure.labelbias.tasks import draw_instances, read_task
 from unsure.zoo.build import build
 

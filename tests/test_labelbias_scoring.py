@@ -14,7 +14,8 @@ from unsure.engine import ContinuationRequest
 from unsure.engine.hf import HFEngine
 from unsure.engine.lora import LoraSettings, train_adapter
 from unsure.labelbias import prompts
-from unsure.labelbias.scoring import ItemScorer, TaskPrompting, continuation, score_contexts_both
+from unsure.labelbias.requests import continuation
+from unsure.labelbias.scoring import ItemScorer, TaskPrompting, score_contexts_both
 
 LABELS = ("Yes", "No", "maybe so")  # label token lengths differ: scores are length-normalised
 POOL = tuple(

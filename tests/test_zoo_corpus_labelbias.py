@@ -15,7 +15,8 @@ from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.generate import sni
 from unsure.labelbias.prompts import Demo
-from unsure.labelbias.scoring import ItemScorer, TaskPrompting, chat_wrapper, continuation, plain
+from unsure.labelbias.requests import continuation
+from unsure.labelbias.scoring import ItemScorer, TaskPrompting, chat_wrapper, plain
 from unsure.labelbias.tasks import select_tasks
 from unsure.zoo.corpus import labelbias as zoo_corpus
 from unsure.zoo.training import encode

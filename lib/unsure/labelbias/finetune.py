@@ -25,11 +25,11 @@ from unsure.labelbias.prompts import (
     training_examples_paper,
 )
 from unsure.labelbias.reproduction import LORA_DIFFERENCES, LoraFlip
+from unsure.labelbias.requests import continuation
 from unsure.labelbias.scoring import (
     TaskPrompting,
     Wrap,
     chat_wrapper,
-    continuation,
     plain,
     prompt_fit,
     score_contexts_both,

@@ -75,7 +75,7 @@ def sni_prompt(
 
 def demonstration_heads(definition: str, demos: Sequence[Demo], query: str, *, paper: bool = False) -> list[str]:
     """The text of :func:`sni_prompt` up to each demonstration's label (``... Output:``), where
-    :func:`~unsure.labelbias.scoring.continuation` of that label follows in the prompt."""
+    :func:`~unsure.labelbias.requests.continuation` of that label follows in the prompt."""
     head, blocks, _ = _prompt_parts(definition, demos, query, paper)
     marker = " Output:"
     return [head + "".join(blocks[:j]) + block[: block.index(marker) + len(marker)] for j, block in enumerate(blocks)]

@@ -25,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.engine import ContinuationRequest, ContinuationScores, Engine
+from unsure.engine import ContinuationScores, Engine
 from unsure.labelbias.prompts import Demo, PromptFit, item_context, variants
+from unsure.labelbias.requests import label_requests
 
 Floats = npt.NDArray[np.float64]
 
@@ -50,18 +51,9 @@ def paper_distribution(scores: ContinuationScores) -> Floats:
     return out
 
 
-def continuation(label: str) -> str:
-    """How a label follows ``Output:``."""
-    return " " + label.strip()
-
-
 def score_contexts(engine: Engine, contexts: Sequence[str], labels: Sequence[Sequence[str]]) -> list[Floats]:
     """The label distribution after each context (one request per context, all in one engine call)."""
-    requests = [
-        ContinuationRequest(ctx, tuple(continuation(lab) for lab in labs))
-        for ctx, labs in zip(contexts, labels, strict=True)
-    ]
-    return [label_distribution(s) for s in engine.continuation_scores(requests)]
+    return [label_distribution(s) for s in engine.continuation_scores(label_requests(contexts, labels, eos=False))]
 
 
 def score_contexts_both(
@@ -69,11 +61,7 @@ def score_contexts_both(
 ) -> tuple[list[Floats], list[Floats]]:
     """The ``corrected`` and ``paper`` label distributions after each context, from one engine call
     (the EOS token is scored after each label in the same packed sequence)."""
-    requests = [
-        ContinuationRequest(ctx, tuple(continuation(lab) for lab in labs), eos=True)
-        for ctx, labs in zip(contexts, labels, strict=True)
-    ]
-    scores = engine.continuation_scores(requests)
+    scores = engine.continuation_scores(label_requests(contexts, labels, eos=True))
     return [label_distribution(s) for s in scores], [paper_distribution(s) for s in scores]
 
 

@@ -43,7 +43,8 @@ from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.generate import sni
 from unsure.labelbias.prompts import Demo, demonstration_heads, sni_prompt
-from unsure.labelbias.scoring import chat_wrapper, continuation
+from unsure.labelbias.requests import continuation
+from unsure.labelbias.scoring import chat_wrapper
 
 DEMO_TASKS: int = 6
 """``data.sni.generated_tasks`` of ``config/demo.yaml``: the classification tasks the demo generates."""
