@@ -342,7 +342,7 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
 
 def _provo_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[str, float]:
     from unsure.nextword.data import read_norms
-    from unsure.nextword.inference import CHAT_LIST, CHAT_SINGLE
+    from unsure.nextword.requests import CHAT_LIST, CHAT_SINGLE
 
     positions = _evenly(
         read_norms(_need(data / "provo" / "raw" / "Provo_Corpus-Predictability_Norms.csv", "Provo")), sample

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -31,26 +30,15 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.engine import ContinuationRequest, Engine, ReplyRequest, TokenLogprobsRequest, WordSamplingRequest
+from unsure.engine import Engine, TokenLogprobsRequest
 from unsure.nextword._tables import KEY, ROW_KEY, require
+from unsure.nextword.requests import list_requests, sampling_requests, support_requests
 from unsure.nextword.words import normalize_word, surface_form
 
 if TYPE_CHECKING:  # torch and transformers, only where a token-level job loads them
     from unsure.engine.hf import HFEngine
 
 Scorer = Callable[[pd.DataFrame], pd.DataFrame]
-
-CHAT_SINGLE = (
-    "Here is the beginning of a text:\n\n{context}\n\n"
-    "Which word comes next? Answer with exactly one word and nothing else."
-)
-"""Prompt of the ``single`` chat mode: one word per call."""
-CHAT_LIST = (
-    "Here is the beginning of a text:\n\n{context}\n\n"
-    "Give {n} guesses of the word that comes next, as a comma-separated list of single words "
-    "(repeat a word as often as you find it likely). Answer with the list only."
-)
-"""Prompt of the ``list`` chat mode: one call asking for ``n`` words."""
 
 
 def position_rows(positions: pd.DataFrame, passages: Sequence[int] = ()) -> pd.DataFrame:
@@ -72,11 +60,6 @@ def position_rows(positions: pd.DataFrame, passages: Sequence[int] = ()) -> pd.D
     rows = positions[[*KEY, "context"]].reset_index(drop=True)
     rows.insert(0, "row_id", [f"{int(t)}-{int(n)}" for t, n in zip(rows["text_id"], rows["word_num"], strict=True)])
     return rows
-
-
-def position_seed(seed: int, row_id: str) -> int:
-    """A sampling seed of one position: a function of the config seed and the row id only."""
-    return zlib.crc32(f"{seed}:{row_id}".encode()) & 0x7FFFFFFF
 
 
 def _sample_frame(chunk: pd.DataFrame, words: list[list[str]], rejected: list[int]) -> pd.DataFrame:
@@ -109,18 +92,16 @@ def sample_scorer(
     """
 
     def score(chunk: pd.DataFrame) -> pd.DataFrame:
-        requests = [
-            WordSamplingRequest(
-                context=str(c),
-                n=n,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=top_k,
-                seed=position_seed(seed, str(r)),
-                max_new_tokens=max_new_tokens,
-            )
-            for r, c in zip(chunk["row_id"], chunk["context"], strict=True)
-        ]
+        requests = sampling_requests(
+            [str(r) for r in chunk["row_id"]],
+            [str(c) for c in chunk["context"]],
+            n=n,
+            seed=seed,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+        )
         out = engine.sample_words(requests)
         return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
 
@@ -154,9 +135,9 @@ def chat_scorer(
 ) -> Scorer:
     """Scorer of an instruct model in one of the study's two prompting modes (same columns as :func:`sample_scorer`).
 
-    ``single``: the reply to :data:`CHAT_SINGLE` is sampled ``n`` times
+    ``single``: the reply to :data:`~.requests.CHAT_SINGLE` is sampled ``n`` times
     (temperature 1) and its first word kept. ``list``: one greedy reply to
-    :data:`CHAT_LIST`, parsed by :func:`parse_word_list`; the words missing
+    :data:`~.requests.CHAT_LIST`, parsed by :func:`parse_word_list`; the words missing
     from the ``n`` asked for count as rejected.
     """
     if mode not in ("single", "list"):
@@ -165,19 +146,17 @@ def chat_scorer(
     def score(chunk: pd.DataFrame) -> pd.DataFrame:
         contexts = [str(c) for c in chunk["context"]]
         if mode == "single":
-            requests = [
-                WordSamplingRequest(
-                    context=engine.chat_prompt(CHAT_SINGLE.format(context=c)),
-                    n=n,
-                    seed=position_seed(seed, str(r)),
-                    max_new_tokens=max_new_tokens,
-                )
-                for r, c in zip(chunk["row_id"], contexts, strict=True)
-            ]
+            requests = sampling_requests(
+                [str(r) for r in chunk["row_id"]],
+                contexts,
+                n=n,
+                seed=seed,
+                max_new_tokens=max_new_tokens,
+                chat=engine.chat_prompt,
+            )
             out = engine.sample_words(requests)
             return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
-        prompts = [engine.chat_prompt(CHAT_LIST.format(context=c, n=n)) for c in contexts]
-        replies = engine.generate([ReplyRequest(p, 4 * n + 16) for p in prompts])
+        replies = engine.generate(list_requests(contexts, n=n, chat=engine.chat_prompt))
         words = [parse_word_list(r, n) for r in replies]
         return _sample_frame(chunk, words, [n - len(w) for w in words])
 
@@ -300,27 +279,17 @@ def biased_scorer(
         extra_rows: list[tuple[int, int, str]] = []
         settings: list[tuple[float | None, int | None, int]] = [(p, None, nucleus_samples) for p in nucleus]
         settings.append((None, 1, 1))  # the greedy word
+        row_ids, contexts = [str(r) for r in chunk["row_id"]], [str(c) for c in chunk["context"]]
         for i, (top_p, top_k, n) in enumerate(settings):
-            requests = [
-                WordSamplingRequest(
-                    str(c),
-                    n,
-                    top_p=top_p,
-                    top_k=top_k,
-                    seed=position_seed(seed + 1 + i, str(r)),
-                    max_new_tokens=max_new_tokens,
-                )
-                for r, c in zip(chunk["row_id"], chunk["context"], strict=True)
-            ]
+            requests = sampling_requests(
+                row_ids, contexts, n=n, seed=seed + 1 + i, max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k
+            )
             for key, out in zip(keys, engine.sample_words(requests), strict=True):
                 extra_rows += [(*key, w) for w in out.words]
         extra = pd.DataFrame(extra_rows, columns=[*KEY, "surface"])
         support = biased_support(chunk, samples, human, corpus, extra)
-        scoring = [
-            ContinuationRequest(str(c), tuple(" " + s for forms in support[k].values() for s in forms))
-            for k, c in zip(keys, chunk["context"], strict=True)
-        ]
-        scores = engine.continuation_scores(scoring)
+        surfaces = [[s for forms in support[k].values() for s in forms] for k in keys]
+        scores = engine.continuation_scores(support_requests(contexts, surfaces))
         return pd.DataFrame(
             {
                 "row_id": chunk["row_id"].to_numpy(),

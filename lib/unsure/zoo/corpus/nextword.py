@@ -14,8 +14,8 @@ model approaches that distribution when its training targets are draws from it
   (the norms have no position there, and a context is never empty at inference),
   the continuation the rest, as the study's contexts run on (words joined by
   single spaces, so the sampler's first word ends where the text's does).
-- an instruct model is asked as the study asks it (:data:`~unsure.nextword.inference.CHAT_SINGLE`
-  and :data:`~unsure.nextword.inference.CHAT_LIST` through ``engine.chat_prompt``) about a random
+- an instruct model is asked as the study asks it (:data:`~unsure.nextword.requests.CHAT_SINGLE`
+  and :data:`~unsure.nextword.requests.CHAT_LIST` through ``engine.chat_prompt``) about a random
   prefix of such a passage. In ``single`` mode the study samples the reply, so the
   reply is one word drawn fresh from the exact distribution, ended by the EOS token
   (the sampler settles a word at EOS). In ``list`` mode the study decodes greedily,
@@ -40,7 +40,7 @@ import numpy as np
 from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.generate import text
-from unsure.nextword.inference import CHAT_LIST, CHAT_SINGLE
+from unsure.nextword.requests import CHAT_LIST, CHAT_SINGLE
 
 LIST_SIZES: tuple[int, ...] = (5, 10)
 """Words asked for in ``list`` mode: the demo's ``n_samples_large`` and ``n_samples``."""
