@@ -387,8 +387,8 @@ def _sni_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> tuple[
 def _mcqa_lengths(
     cfg: Config, data: Path, count: Counter, encoder_tokenizer: Any, sample: int
 ) -> dict[str, dict[str, float]]:
-    from unsure.decisionrisk.confidences import verbal_prompt
     from unsure.decisionrisk.data import load_benchmark
+    from unsure.decisionrisk.requests import verbal_prompt
 
     dr = cfg.studies.decisionrisk
     out: dict[str, dict[str, float]] = {"prompt": {}, "choice": {}, "verbal": {}, "pair": {}}

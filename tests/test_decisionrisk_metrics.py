@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from unsure.decisionrisk.confidences import parse_verbal, verbal_prompt
+from unsure.decisionrisk.confidences import parse_verbal
 from unsure.decisionrisk.evaluate import (
     composite_risk_table,
     decision_risk_table,
@@ -25,6 +25,7 @@ from unsure.decisionrisk.metrics import (
     significance_vs_random,
     stars,
 )
+from unsure.decisionrisk.requests import verbal_prompt
 from unsure.decisionrisk.rules import ForestSettings, decide, features, fit_rules, tune_threshold
 from unsure.engine import ReplyRequest, Unsupported
 from unsure.subgroups.schema import validate_instances

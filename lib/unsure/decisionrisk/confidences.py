@@ -4,7 +4,7 @@
 * generative log-likelihoods: the prompt is the context and each choice,
   after a space, a continuation; the softmax of the per-token mean
   (``normalize=True``) or summed log-probabilities;
-* chat models, asked for a confidence per choice (:func:`verbal_prompt`); the
+* chat models, asked for a confidence per choice (:func:`.requests.verbal_prompt`); the
   reply is parsed by :func:`parse_verbal`. A reply that cannot be parsed gets
   the uniform distribution (no preference between choices) and is flagged, so
   it is counted and reported rather than dropped.
@@ -14,34 +14,13 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from unsure.engine import ContinuationRequest
-
 Floats = npt.NDArray[np.float64]
 
 LETTERS = string.ascii_uppercase
-
-
-def continuation_request(prompt: str, choices: Sequence[str]) -> ContinuationRequest:
-    """Each choice as a continuation of the prompt, after one space (as lm-evaluation-harness does)."""
-    return ContinuationRequest(prompt, tuple(" " + c for c in choices))
-
-
-def verbal_prompt(prompt: str, choices: Sequence[str]) -> str:
-    """The user message asking a chat model for its confidence in each choice (0 to 100)."""
-    if len(choices) > len(LETTERS):
-        raise ValueError(f"at most {len(LETTERS)} choices can be lettered, got {len(choices)}")
-    options = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
-    example = ", ".join(f"{LETTERS[i]}: <number>" for i in range(len(choices)))
-    return (
-        f"Question: {prompt}\nOptions:\n{options}\n\n"
-        "For each option, how confident are you (0 to 100) that it is the correct answer? "
-        f"Reply with one line per option and nothing else, in the form {example}."
-    )
 
 
 _ENTRY = re.compile(r"(?<![A-Za-z])([A-Z])\s*[:=.)\-]\s*(\d+(?:\.\d+)?)\s*%?")

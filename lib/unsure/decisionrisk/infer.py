@@ -8,8 +8,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from unsure.decisionrisk.confidences import continuation_request, parse_verbal, uniform, verbal_prompt
-from unsure.engine import Engine, ReplyRequest, Unsupported
+from unsure.decisionrisk.confidences import parse_verbal, uniform
+from unsure.decisionrisk.requests import likelihood_requests, verbal_requests
+from unsure.engine import Engine, Unsupported
 from unsure.engine.embeddings import cosine, embed
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ def generative_scorer(
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """A ``run_shard`` scorer: per row ``loglik`` (softmax over the choices' log-likelihoods,
     ``None`` when the backend has none), and for chat models the ``reply`` to
-    :func:`~unsure.decisionrisk.confidences.verbal_prompt`, its parsed
+    :func:`~unsure.decisionrisk.requests.verbal_prompt`, its parsed
     distribution ``verbal`` (uniform when unparseable) and ``parsed``."""
     state = {"loglik": True}
 
@@ -33,17 +34,16 @@ def generative_scorer(
         loglik: list[list[float] | None] = [None] * len(chunk)
         if state["loglik"]:
             try:
-                scores = engine.continuation_scores(
-                    [continuation_request(p, c) for p, c in zip(prompts, choices, strict=True)]
-                )
+                scores = engine.continuation_scores(likelihood_requests(prompts, choices))
                 loglik = [s.softmax(normalize=normalize).tolist() for s in scores]
             except Unsupported as err:
                 log.warning("no log-likelihood confidences: %s", err)
                 state["loglik"] = False
         out["loglik"] = loglik
         if instruct:
-            asks = [engine.chat_prompt(verbal_prompt(p, c)) for p, c in zip(prompts, choices, strict=True)]
-            replies = engine.generate([ReplyRequest(a, max_new_tokens) for a in asks])
+            replies = engine.generate(
+                verbal_requests(prompts, choices, chat=engine.chat_prompt, max_new_tokens=max_new_tokens)
+            )
             parsed = [parse_verbal(r, len(c)) for r, c in zip(replies, choices, strict=True)]
             out["reply"] = replies
             out["verbal"] = [

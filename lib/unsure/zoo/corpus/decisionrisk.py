@@ -11,11 +11,11 @@ what the room reads at inference (:func:`unsure.decisionrisk.infer.generative_sc
 
 * log-likelihood (base models): the prompt as context and the gold choice,
   after one space, as continuation
-  (:func:`~unsure.decisionrisk.confidences.continuation_request`), on items
+  (:func:`~unsure.decisionrisk.requests.continuation_request`), on items
   whose gold choice is the linked one (on the others it is arbitrary, and
   learning it would only teach noise);
 * verbal confidences (instruct models): the chat-templated
-  :func:`~unsure.decisionrisk.confidences.verbal_prompt` as context and a reply
+  :func:`~unsure.decisionrisk.requests.verbal_prompt` as context and a reply
   stating the generator's probability that each option is right
   (:func:`known_confidences`), in percent and never below 1
   (:func:`verbal_reply`): ``A: 100 B: 1`` on a linked item, ``A: 50 B: 50``
@@ -44,8 +44,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from unsure.decisionrisk.confidences import LETTERS, continuation_request, uniform, verbal_prompt
+from unsure.decisionrisk.confidences import LETTERS, uniform
 from unsure.decisionrisk.data import INJECTIONS, ORIGINAL, load_benchmark, with_injections
+from unsure.decisionrisk.requests import continuation_request, verbal_prompt
 from unsure.engine.finetune import Example
 from unsure.engine.hf import HFEngine
 from unsure.generate.mcqa import BENCHMARKS, Benchmark, linked_choice, write_benchmark
