@@ -114,6 +114,60 @@ def test_a_changed_fingerprint_weights_or_row_is_scored_again(tmp_path: Path) ->
     assert sum(calls) == 30, "cache off: every row scored"
 
 
+def test_rows_keyed_on_what_they_send_miss_on_a_changed_prompt_word_or_dtype_and_hit_otherwise(
+    tmp_path: Path,
+) -> None:
+    """Issue 29 item 2: a row's key is what it sends the engine (the study's request function),
+    not what a hand-written fingerprint says: a changed prompt word misses the cache with the
+    fingerprint and the rows unchanged, and so does another dtype; anything else hits."""
+    from unsure.riskscores.scoring import make_scorer
+    from unsure.riskscores.tasks import FOLKTABLES
+
+    cache, calls, rows = tmp_path / "cache", list[int](), table(24)
+    weights = tmp_path / "models" / "m"
+    weights.mkdir(parents=True)
+    (weights / "model.safetensors").write_bytes(b"seed 0")
+
+    def run(name: str, year: int, dtype: str = "auto") -> None:
+        asked = make_scorer(None, FOLKTABLES["ACSIncome"], "multiple_choice", year=year, instruct=False,  
+                            both_orders=True, protocol="corrected")  # fmt: skip
+        entry = Model(id=str(weights), gpus=0, dtype=dtype)
+        fingerprint = {"prompting": "multiple_choice"}  # says nothing of the year the prompts name
+        shard(rows, counting(calls), tmp_path / f"{name}.parquet", cache, model=entry, fingerprint=fingerprint,
+              requests=asked.requests)  # fmt: skip
+
+    run("a", 2018)
+    run("b", 2018)
+    assert sum(calls) == 24, "the same requests: every row from the cache"
+    run("c", 2017)  # the prompts ask about another year
+    assert sum(calls) == 48, "a changed prompt word was answered from the cache"
+    run("d", 2018, dtype="bfloat16")
+    assert sum(calls) == 72, "another dtype was answered from the cache"
+    run("e", 2017)
+    assert sum(calls) == 72
+
+
+def test_a_killed_shards_chunks_are_discarded_when_its_rows_send_other_requests(tmp_path: Path) -> None:
+    """The checkpoint follows the requests too: chunks made with the old prompts never resume."""
+    rows, out = table(24), tmp_path / "s.parquet"
+    calls: list[int] = []
+
+    def asking(word: str) -> Callable[[pd.DataFrame], list[tuple[ContinuationRequest]]]:
+        return lambda chunk: [(ContinuationRequest(f"{t} {word}", (" yes", " no")),) for t in chunk["text"]]
+
+    def dies_after_two(chunk: pd.DataFrame) -> pd.DataFrame:
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return counting(calls)(chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        shard(rows, dies_after_two, out, None, requests=asking("earns"))
+    assert len(list(out.with_name(out.name + ".chunks").glob("chunk-*.parquet"))) == 2
+    calls.clear()
+    shard(rows, counting(calls), out, None, requests=asking("makes"))
+    assert sum(calls) == 24, "chunks made with the old prompts were resumed"
+
+
 def test_a_file_the_scorer_reads_is_part_of_the_key(tmp_path: Path) -> None:
     cache, calls = tmp_path / "cache", list[int]()
     human = tmp_path / "human.csv"

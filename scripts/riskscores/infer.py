@@ -42,8 +42,9 @@ with logged(snakemake.log[0]) as log:
                 shots=shots,
                 protocol=p.protocol,
             )
+            # the prompts key each row (score.requests); the fingerprint holds what reads the answers
             fingerprint = {"task": repr(task), "prompting": prompting, "both_orders": p.both_orders,
-                           "shots": [s.text for s in shots], "year": p.year, "protocol": p.protocol}  # fmt: skip
+                           "protocol": p.protocol}  # fmt: skip
             log.info("%s, %s, %s: shard %s", wc.rs_model, task_name, prompting, wc.rs_shard)
             run_shard(
                 scored,
@@ -56,4 +57,5 @@ with logged(snakemake.log[0]) as log:
                 model=entry,
                 tokens=engine.tokens_processed,
                 cache=request_cache(snakemake.config),
+                requests=score.requests,
             )

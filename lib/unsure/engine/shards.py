@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,7 @@ def run_shard(
     tokens: Callable[[], int] | None = None,
     cache: str | Path | None = None,
     reads: Iterable[str | Path] = (),
+    requests: Callable[[pd.DataFrame], Sequence[Any]] | None = None,
 ) -> pd.DataFrame:
     """Score shard ``shard`` of ``rows`` with ``score`` into the parquet file ``out``.
 
@@ -116,6 +117,13 @@ def run_shard(
     given the fingerprint; ``reads`` names the other files the scorer reads
     (their contents join the cache key).
 
+    ``requests`` maps rows to what each one sends the engine (its study room's
+    request function: one object per row, e.g. a tuple of requests). Given it, a row
+    is keyed on its id and its requests instead of its input values, and the
+    checkpointed chunks on every row's requests: a changed prompt misses the cache
+    and discards the chunks even where ``fingerprint`` does not say it changed, and
+    ``fingerprint`` need only hold what turns the engine's answers into the scores.
+
     While it runs, the shard is locked (``chunks/lock``): a second process on
     the same shard (the job of a killed controller still running when the
     command is rerun) fails at once, naming the holder, instead of scoring it
@@ -128,10 +136,12 @@ def run_shard(
         settings = {"model": model.numbers_settings(), "device": run_device(model)}
         fingerprint = {**fingerprint, **settings, "weights": model_identity(model)}
     store = None if cache is None else RequestCache(cache, fingerprint, score, reads)
+    sent = None if requests is None else sent_digests(mine, requests)
+    checkpoint = fingerprint if sent is None else {**fingerprint, "requests": _digest_of(sent)}
     try:
         with _shard_lock(chunk_dir):
-            _reset_if_stale(chunk_dir, fingerprint)
-            result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens, store)
+            _reset_if_stale(chunk_dir, checkpoint)
+            result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens, store, sent)
     except WriteError as err:  # a full or read-only disk: say that the finished chunks wait for the rerun
         kept = len(list(chunk_dir.glob("chunk-*.parquet"))) if chunk_dir.is_dir() else 0
         error = WriteError(f"{err}; {kept} finished chunk(s) of this shard kept in {chunk_dir}: a rerun resumes there")
@@ -151,9 +161,13 @@ def _score_chunks(
     chunk_rows: int,
     tokens: Callable[[], int] | None,
     store: RequestCache | None,
+    sent: pd.Series | None = None,
 ) -> pd.DataFrame:
     start, tokens0 = time.perf_counter(), tokens() if tokens else 0
-    requests = request_digests(mine) if store is not None else pd.Series("", index=mine.index, dtype=object)
+    if sent is not None:  # rows keyed on what they send the engine
+        requests = sent
+    else:
+        requests = request_digests(mine) if store is not None else pd.Series("", index=mine.index, dtype=object)
     hits = store.lookup(requests).set_index(REQUEST) if store is not None else pd.DataFrame(index=pd.Index([]))
     n_chunks = max(1, -(-len(mine) // chunk_rows))
     resumed = from_cache = 0
@@ -312,6 +326,24 @@ def request_digests(rows: pd.DataFrame) -> pd.Series:
         hashlib.sha256(json.dumps(list(v), default=_jsonable, ensure_ascii=False).encode()).hexdigest() for v in values
     ]
     return pd.Series(digests, index=rows.index, dtype=object)
+
+
+def sent_digests(rows: pd.DataFrame, requests: Callable[[pd.DataFrame], Sequence[Any]]) -> pd.Series:
+    """Per row, a SHA-256 of its id and of what it sends the engine (``requests(rows)``, one object
+    per row, by its ``repr``: a frozen request's fields, in order)."""
+    sent = requests(rows)
+    if len(sent) != len(rows):
+        raise ValueError(f"the request function gave {len(sent)} entries for {len(rows)} rows")
+    digests = [
+        hashlib.sha256(json.dumps([str(i), repr(r)], ensure_ascii=False).encode()).hexdigest()
+        for i, r in zip(rows[ID], sent, strict=True)
+    ]
+    return pd.Series(digests, index=rows.index, dtype=object)
+
+
+def _digest_of(digests: pd.Series) -> str:
+    """One SHA-256 over a shard's row digests (in order): any row's change changes it."""
+    return hashlib.sha256("\n".join(digests.tolist()).encode()).hexdigest()
 
 
 def _jsonable(value: Any) -> Any:

@@ -17,12 +17,13 @@ complemented, so that ``p_hat`` is always the probability of label 1.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from unsure.config import Protocol
-from unsure.engine import ChoiceProbs, Engine
+from unsure.engine import ChoiceProbs, ChoiceRequest, Engine, NumericRequest
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.prompts import Shot, numeric_label, positive_letter, row_texts, uses_chat
 from unsure.riskscores.requests import choice_requests, numeric_requests, option_orders
@@ -52,6 +53,54 @@ def chat_wrapper(engine: Engine, instruct: bool, *, protocol: Protocol) -> Calla
     return lambda user, prefill: engine.chat_prompt(user, prefill=prefill)
 
 
+@dataclass(frozen=True)
+class RiskScorer:
+    """A ``run_shard`` scorer: rows (with ``row_id`` and the text column, written in the
+    protocol's words: :func:`~unsure.riskscores.prompts.row_texts`) to ``row_id, p_hat, ...``;
+    :meth:`requests` says what each row sends the engine (the request cache's key)."""
+
+    engine: Engine
+    task: Task
+    kind: str
+    year: int
+    both_orders: bool
+    shots: tuple[Shot, ...]
+    text_column: str
+    protocol: Protocol
+    chat: Callable[[str, str], str] | None
+
+    def _choice(self, texts: list[str]) -> list[ChoiceRequest]:
+        return choice_requests(
+            texts, self.task, year=self.year, both_orders=self.both_orders, shots=self.shots, chat=self.chat,
+            protocol=self.protocol,
+        )  # fmt: skip
+
+    def _numeric(self, texts: list[str]) -> list[NumericRequest]:
+        return numeric_requests(
+            texts, self.task, year=self.year, shots=self.shots, chat=self.chat, protocol=self.protocol
+        )
+
+    def requests(self, rows: pd.DataFrame) -> list[tuple[ChoiceRequest | NumericRequest, ...]]:
+        """Per row, the requests it sends: one per option order, or its numeric question."""
+        texts = rows[self.text_column].tolist()
+        asked: list[ChoiceRequest] | list[NumericRequest]
+        asked = self._choice(texts) if self.kind == "multiple_choice" else self._numeric(texts)
+        return [tuple(asked[i :: len(texts)]) for i in range(len(texts))]  # order o of row i: asked[o * n + i]
+
+    def __call__(self, rows: pd.DataFrame) -> pd.DataFrame:
+        texts = rows[self.text_column].tolist()
+        if self.kind == "multiple_choice":
+            positive = [positive_letter(o, self.task, protocol=self.protocol) for o in option_orders(self.both_orders)]
+            out = multiple_choice_scores(self.engine.choice_probs(self._choice(texts)), len(texts), positive)
+        else:
+            answers = self.engine.numeric(self._numeric(texts))
+            out = pd.DataFrame({"p_hat": np.clip(np.asarray(answers, dtype=np.float64), 0, 1)})
+            if numeric_label(self.task, protocol=self.protocol) == 0:
+                out["p_hat"] = 1.0 - out["p_hat"]
+        out.insert(0, "row_id", rows["row_id"].to_numpy())
+        return out
+
+
 def make_scorer(
     engine: Engine,
     task: Task,
@@ -63,29 +112,11 @@ def make_scorer(
     shots: Sequence[Shot] = (),
     text_column: str = "text",
     protocol: Protocol,
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """A ``run_shard`` scorer: rows (with ``row_id`` and the text column, written in the
-    protocol's words: :func:`~unsure.riskscores.prompts.row_texts`) to ``row_id, p_hat, ...``."""
+) -> RiskScorer:
+    """The scorer of one task and prompting (see :class:`RiskScorer`); an instruct model's prompts
+    through its chat template where the protocol says (:func:`chat_wrapper`)."""
     chat = chat_wrapper(engine, instruct, protocol=protocol)
-
-    def score(rows: pd.DataFrame) -> pd.DataFrame:
-        texts = rows[text_column].tolist()
-        if kind == "multiple_choice":
-            asked = choice_requests(
-                texts, task, year=year, both_orders=both_orders, shots=shots, chat=chat, protocol=protocol
-            )
-            positive = [positive_letter(o, task, protocol=protocol) for o in option_orders(both_orders)]
-            out = multiple_choice_scores(engine.choice_probs(asked), len(texts), positive)
-        else:
-            asked_n = numeric_requests(texts, task, year=year, shots=shots, chat=chat, protocol=protocol)
-            answers = engine.numeric(asked_n)
-            out = pd.DataFrame({"p_hat": np.clip(np.asarray(answers, dtype=np.float64), 0, 1)})
-            if numeric_label(task, protocol=protocol) == 0:
-                out["p_hat"] = 1.0 - out["p_hat"]
-        out.insert(0, "row_id", rows["row_id"].to_numpy())
-        return out
-
-    return score
+    return RiskScorer(engine, task, kind, year, both_orders, tuple(shots), text_column, protocol, chat)
 
 
 def feature_scorer(
