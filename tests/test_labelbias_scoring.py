@@ -293,3 +293,30 @@ def test_paper_lora_targets_end_in_eos_under_the_fitted_evaluation_context(tiny_
         ids, labels = encode_examples(engine, [(context, target)])[0]
         assert eos_id not in labels and context.count("Output:") == 3
     assert any(context.count("Output:") < 3 for context, _ in paper)  # the limit dropped demonstrations
+
+
+def test_an_items_cache_key_is_its_requests_a_changed_definition_or_demonstration_misses(tmp_path: Path) -> None:
+    """The request cache keys an item on the requests it sends (its contexts: definition,
+    demonstrations, template) rather than on the task files it reads."""
+    from unsure.engine.shards import run_shard
+
+    calls: list[int] = []
+
+    def scored(chunk: pd.DataFrame) -> pd.DataFrame:
+        calls.append(len(chunk))
+        return pd.DataFrame({"row_id": chunk["row_id"].to_numpy(), "p": [0.5] * len(chunk)})
+
+    def run(name: str, task: TaskPrompting) -> None:
+        scorer = ItemScorer(None, {"t": task}, shots=[0, 2], sets=2)  # type: ignore[arg-type]  # no engine asked
+        shape = {"shots": [0, 2], "sets": 2}
+        run_shard(_items(), scored, tmp_path / f"{name}.parquet", shard=0, n_shards=1, chunk_rows=8,
+                  fingerprint=shape, cache=tmp_path / "cache", requests=scorer.requests)  # fmt: skip
+
+    n = len(_items())
+    run("a", TASK)
+    run("b", TASK)
+    assert sum(calls) == n
+    run("c", TaskPrompting("Decide whether the sentence names an animal", LABELS, POOL))
+    assert sum(calls) == 2 * n, "another definition was answered from the cache"
+    run("d", TaskPrompting(TASK.definition, LABELS, (("the fox was on the table", "Yes"), *POOL[1:])))
+    assert sum(calls) == 3 * n, "another demonstration was answered from the cache"

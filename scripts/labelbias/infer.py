@@ -36,10 +36,11 @@ with logged(snakemake.log[0]):
         shard=int(snakemake.wildcards.lb_shard),
         n_shards=p.shards,
         chunk_rows=p.chunk_rows,
-        fingerprint={"shots": list(p.shots), "sets": p.sets, "chat": chat, "protocol": p.protocol}
-        | ({"max_prompt_tokens": p.max_prompt_tokens} if p.protocol == "paper" else {}),
+        # the prompts key each item (scorer.requests: definitions, demonstrations, template, fit);
+        # the fingerprint holds the (k, set) lists each result row carries
+        fingerprint={"shots": list(p.shots), "sets": p.sets},
         model=entry,
         tokens=engine.tokens_processed,
         cache=request_cache(snakemake.config),
-        reads=[snakemake.input.tasks, snakemake.input.instances],
+        requests=scorer.requests,
     )

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.engine import ContinuationScores, Engine
+from unsure.engine import ContinuationRequest, ContinuationScores, Engine
 from unsure.labelbias.prompts import Demo, PromptFit, item_context, variants
 from unsure.labelbias.requests import label_requests
 
@@ -173,6 +173,15 @@ class ItemScorer:
             )
             for k, s in pairs
         ]
+
+    def requests(self, chunk: pd.DataFrame) -> list[tuple[ContinuationRequest, ...]]:
+        """Per item, what it sends the engine: a request per context (the request cache's key)."""
+        out = []
+        for _, item in chunk.iterrows():
+            contexts = [ctx for _, _, ctx in self.contexts(item)]
+            labels = [self.tasks[str(item["task"])].labels] * len(contexts)
+            out.append(tuple(label_requests(contexts, labels, eos=True)))
+        return out
 
     def __call__(self, chunk: pd.DataFrame) -> pd.DataFrame:
         owners, ks, sets, contexts, labels = [], [], [], [], []
