@@ -129,7 +129,7 @@ def test_rows_keyed_on_what_they_send_miss_on_a_changed_prompt_word_or_dtype_and
     (weights / "model.safetensors").write_bytes(b"seed 0")
 
     def run(name: str, year: int, dtype: str = "auto") -> None:
-        asked = make_scorer(None, FOLKTABLES["ACSIncome"], "multiple_choice", year=year, instruct=False,  
+        asked = make_scorer(None, FOLKTABLES["ACSIncome"], "multiple_choice", year=year, instruct=False,
                             both_orders=True, protocol="corrected")  # fmt: skip
         entry = Model(id=str(weights), gpus=0, dtype=dtype)
         fingerprint = {"prompting": "multiple_choice"}  # says nothing of the year the prompts name
@@ -145,6 +145,23 @@ def test_rows_keyed_on_what_they_send_miss_on_a_changed_prompt_word_or_dtype_and
     assert sum(calls) == 72, "another dtype was answered from the cache"
     run("e", 2017)
     assert sum(calls) == 72
+
+
+def test_a_chat_models_reply_length_is_in_its_rows_keys(tmp_path: Path) -> None:
+    """decisionrisk: the verbal question's reply length was a hand-written fingerprint entry; now
+    it is part of what each row sends, and another length misses the cache."""
+    from unsure.decisionrisk.infer import generative_scorer
+
+    class Chat:
+        def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
+            return f"<user>{user}</user>{prefill}"
+
+    rows = table(16).assign(prompt=lambda f: f["text"], choices=[("yes", "no")] * 16)
+    calls: list[int] = []
+    for name, tokens in (("a", 12), ("b", 12), ("c", 24)):
+        asked = generative_scorer(Chat(), instruct=True, normalize=True, max_new_tokens=tokens)  # type: ignore[arg-type]
+        shard(rows, counting(calls), tmp_path / f"{name}.parquet", tmp_path / "cache", requests=asked.requests)
+    assert sum(calls) == 32, "another reply length was answered from the cache"
 
 
 def test_a_killed_shards_chunks_are_discarded_when_its_rows_send_other_requests(tmp_path: Path) -> None:

@@ -3,47 +3,59 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from unsure.decisionrisk.confidences import parse_verbal, uniform
 from unsure.decisionrisk.requests import likelihood_requests, verbal_requests
-from unsure.engine import Engine, Unsupported
+from unsure.engine import ContinuationRequest, Engine, ReplyRequest, Unsupported
 from unsure.engine.embeddings import cosine, embed
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = 1
-"""Bump when the verbal prompt or the continuation format changes (invalidates checkpoints)."""
 
-
-def generative_scorer(
-    engine: Engine, *, instruct: bool, normalize: bool, max_new_tokens: int
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
+@dataclass
+class GenerativeScorer:
     """A ``run_shard`` scorer: per row ``loglik`` (softmax over the choices' log-likelihoods,
     ``None`` when the backend has none), and for chat models the ``reply`` to
-    :func:`~unsure.decisionrisk.requests.verbal_prompt`, its parsed
-    distribution ``verbal`` (uniform when unparseable) and ``parsed``."""
-    state = {"loglik": True}
+    :func:`~unsure.decisionrisk.requests.verbal_prompt`, its parsed distribution ``verbal``
+    (uniform when unparseable) and ``parsed``. :meth:`requests` says what each row sends the
+    engine (the request cache's key)."""
 
-    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+    engine: Engine
+    instruct: bool
+    normalize: bool
+    max_new_tokens: int
+    loglik: bool = True
+    """False once the backend said it has no log-likelihoods (asked once per job)."""
+
+    def _verbal(self, prompts: list[str], choices: list[list[str]]) -> list[ReplyRequest]:
+        return verbal_requests(prompts, choices, chat=self.engine.chat_prompt, max_new_tokens=self.max_new_tokens)
+
+    def requests(self, chunk: pd.DataFrame) -> list[tuple[ContinuationRequest | ReplyRequest, ...]]:
+        """Per row, its choices' log-likelihood request and, for a chat model, its verbal question."""
+        prompts, choices = chunk["prompt"].tolist(), [list(c) for c in chunk["choices"]]
+        likelihoods = likelihood_requests(prompts, choices)
+        if not self.instruct:
+            return [(r,) for r in likelihoods]
+        return list(zip(likelihoods, self._verbal(prompts, choices), strict=True))
+
+    def __call__(self, chunk: pd.DataFrame) -> pd.DataFrame:
         prompts, choices = chunk["prompt"].tolist(), [list(c) for c in chunk["choices"]]
         out = pd.DataFrame({"row_id": chunk["row_id"].to_numpy()})
         loglik: list[list[float] | None] = [None] * len(chunk)
-        if state["loglik"]:
+        if self.loglik:
             try:
-                scores = engine.continuation_scores(likelihood_requests(prompts, choices))
-                loglik = [s.softmax(normalize=normalize).tolist() for s in scores]
+                scores = self.engine.continuation_scores(likelihood_requests(prompts, choices))
+                loglik = [s.softmax(normalize=self.normalize).tolist() for s in scores]
             except Unsupported as err:
                 log.warning("no log-likelihood confidences: %s", err)
-                state["loglik"] = False
+                self.loglik = False
         out["loglik"] = loglik
-        if instruct:
-            replies = engine.generate(
-                verbal_requests(prompts, choices, chat=engine.chat_prompt, max_new_tokens=max_new_tokens)
-            )
+        if self.instruct:
+            replies = self.engine.generate(self._verbal(prompts, choices))
             parsed = [parse_verbal(r, len(c)) for r, c in zip(replies, choices, strict=True)]
             out["reply"] = replies
             out["verbal"] = [
@@ -56,7 +68,10 @@ def generative_scorer(
             out["parsed"] = True
         return out
 
-    return score
+
+def generative_scorer(engine: Engine, *, instruct: bool, normalize: bool, max_new_tokens: int) -> GenerativeScorer:
+    """The scorer of a generative model's confidences (see :class:`GenerativeScorer`)."""
+    return GenerativeScorer(engine, instruct, normalize, max_new_tokens)
 
 
 def similarities(
