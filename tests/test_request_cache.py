@@ -164,6 +164,18 @@ def test_a_chat_models_reply_length_is_in_its_rows_keys(tmp_path: Path) -> None:
     assert sum(calls) == 32, "another reply length was answered from the cache"
 
 
+def test_a_positions_sampling_seed_and_count_are_in_its_key(tmp_path: Path) -> None:
+    """nextword: another seed or sample count (hand-written fingerprint entries before) misses."""
+    from unsure.nextword.inference import sample_scorer
+
+    rows = table(16).assign(context=lambda f: f["text"])
+    calls: list[int] = []
+    for name, n, seed in (("a", 10, 0), ("b", 10, 0), ("c", 10, 1), ("d", 20, 1)):
+        asked = sample_scorer(None, n=n, seed=seed)  # type: ignore[arg-type]  # requests need no engine
+        shard(rows, counting(calls), tmp_path / f"{name}.parquet", tmp_path / "cache", requests=asked.requests)
+    assert sum(calls) == 48, "another seed or count was answered from the cache"
+
+
 def test_a_killed_shards_chunks_are_discarded_when_its_rows_send_other_requests(tmp_path: Path) -> None:
     """The checkpoint follows the requests too: chunks made with the old prompts never resume."""
     rows, out = table(24), tmp_path / "s.parquet"

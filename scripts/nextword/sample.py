@@ -33,8 +33,9 @@ with logged(snakemake.log[0]) as log:
         shard=int(wc.shard),
         n_shards=p.n_shards,
         chunk_rows=16,
-        fingerprint={"mode": wc.mode, "n": p.n, "seed": p.seed, "max_new_tokens": p.max_new_tokens},
+        fingerprint={"mode": wc.mode},  # n, seeds, lengths and prompts key each row (score.requests)
         model=entry,
         tokens=engine.tokens_processed,
         cache=request_cache(snakemake.config),
+        requests=score.requests,
     )

@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.engine import Engine, TokenLogprobsRequest
+from unsure.engine import Engine, ReplyRequest, TokenLogprobsRequest, WordSamplingRequest
 from unsure.nextword._tables import KEY, ROW_KEY, require
 from unsure.nextword.requests import list_requests, sampling_requests, support_requests
 from unsure.nextword.words import normalize_word, surface_form
@@ -74,6 +75,58 @@ def _sample_frame(chunk: pd.DataFrame, words: list[list[str]], rejected: list[in
     )
 
 
+@dataclass(frozen=True)
+class WordScorer:
+    """Scorer of a position's words: ``row_id, text_id, word_num, words, rejected``.
+
+    ``mode`` ``sample``: ``n`` ancestral samples of the context (tempered or truncated as
+    set), the first complete word of each; ``single``: the same of the reply to
+    :data:`~.requests.CHAT_SINGLE`; ``list``: one greedy reply to :data:`~.requests.CHAT_LIST`,
+    parsed by :func:`parse_word_list`. ``words`` is the JSON list of the words (raw, as
+    generated); ``rejected`` counts samples with no complete word within ``max_new_tokens``
+    (``list``: the words missing from the ``n`` asked for). :meth:`requests` says what each
+    row sends the engine (the request cache's key).
+    """
+
+    engine: Engine
+    n: int
+    mode: Literal["sample", "single", "list"] = "sample"
+    temperature: float = 1.0
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int = 0
+    max_new_tokens: int = 12
+
+    def _samples(self, chunk: pd.DataFrame) -> list[WordSamplingRequest]:
+        return sampling_requests(
+            [str(r) for r in chunk["row_id"]],
+            [str(c) for c in chunk["context"]],
+            n=self.n,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            chat=self.engine.chat_prompt if self.mode == "single" else None,
+        )
+
+    def _lists(self, chunk: pd.DataFrame) -> list[ReplyRequest]:
+        return list_requests([str(c) for c in chunk["context"]], n=self.n, chat=self.engine.chat_prompt)
+
+    def requests(self, chunk: pd.DataFrame) -> list[tuple[WordSamplingRequest | ReplyRequest]]:
+        """Per position, the one request it sends."""
+        asked: list[WordSamplingRequest] | list[ReplyRequest]
+        asked = self._lists(chunk) if self.mode == "list" else self._samples(chunk)
+        return [(r,) for r in asked]
+
+    def __call__(self, chunk: pd.DataFrame) -> pd.DataFrame:
+        if self.mode == "list":
+            words = [parse_word_list(r, self.n) for r in self.engine.generate(self._lists(chunk))]
+            return _sample_frame(chunk, words, [self.n - len(w) for w in words])
+        out = self.engine.sample_words(self._samples(chunk))
+        return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
+
+
 def sample_scorer(
     engine: Engine,
     *,
@@ -83,29 +136,9 @@ def sample_scorer(
     top_k: int | None = None,
     seed: int = 0,
     max_new_tokens: int = 12,
-) -> Scorer:
-    """Scorer of ``n`` ancestral samples per context: ``row_id, text_id, word_num, words, rejected``.
-
-    ``words`` is the JSON list of the first complete words (raw, as
-    generated); ``rejected`` counts samples in which no complete word
-    appeared within ``max_new_tokens``.
-    """
-
-    def score(chunk: pd.DataFrame) -> pd.DataFrame:
-        requests = sampling_requests(
-            [str(r) for r in chunk["row_id"]],
-            [str(c) for c in chunk["context"]],
-            n=n,
-            seed=seed,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-        )
-        out = engine.sample_words(requests)
-        return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
-
-    return score
+) -> WordScorer:
+    """Scorer of ``n`` ancestral samples per context (see :class:`WordScorer`)."""
+    return WordScorer(engine, n, "sample", temperature, top_p, top_k, seed, max_new_tokens)
 
 
 _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])?\s*")
@@ -132,35 +165,12 @@ def chat_scorer(
     n: int,
     seed: int = 0,
     max_new_tokens: int = 12,
-) -> Scorer:
-    """Scorer of an instruct model in one of the study's two prompting modes (same columns as :func:`sample_scorer`).
-
-    ``single``: the reply to :data:`~.requests.CHAT_SINGLE` is sampled ``n`` times
-    (temperature 1) and its first word kept. ``list``: one greedy reply to
-    :data:`~.requests.CHAT_LIST`, parsed by :func:`parse_word_list`; the words missing
-    from the ``n`` asked for count as rejected.
-    """
+) -> WordScorer:
+    """Scorer of an instruct model in one of the study's two prompting modes (see :class:`WordScorer`):
+    ``single`` samples the reply ``n`` times (temperature 1), ``list`` asks once for ``n`` words."""
     if mode not in ("single", "list"):
         raise ValueError(f"studies.nextword.chat_modes: unknown mode {mode!r} (single or list)")
-
-    def score(chunk: pd.DataFrame) -> pd.DataFrame:
-        contexts = [str(c) for c in chunk["context"]]
-        if mode == "single":
-            requests = sampling_requests(
-                [str(r) for r in chunk["row_id"]],
-                contexts,
-                n=n,
-                seed=seed,
-                max_new_tokens=max_new_tokens,
-                chat=engine.chat_prompt,
-            )
-            out = engine.sample_words(requests)
-            return _sample_frame(chunk, [o.words for o in out], [o.rejected for o in out])
-        replies = engine.generate(list_requests(contexts, n=n, chat=engine.chat_prompt))
-        words = [parse_word_list(r, n) for r in replies]
-        return _sample_frame(chunk, words, [n - len(w) for w in words])
-
-    return score
+    return WordScorer(engine, n, mode, seed=seed, max_new_tokens=max_new_tokens)
 
 
 def sample_counts(shards: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, dict[str, int]]:
