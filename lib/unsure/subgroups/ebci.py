@@ -148,10 +148,11 @@ def t0(chi: npt.ArrayLike) -> Floats:
     return out.reshape(np.shape(chi))
 
 
-def rho0(m2: npt.ArrayLike, chi: npt.ArrayLike) -> Floats:
-    """Largest non-coverage under ``E t = m2`` alone (``κ = ∞``)."""
+def rho0(m2: npt.ArrayLike, chi: npt.ArrayLike, tt: Floats | None = None) -> Floats:
+    """Largest non-coverage under ``E t = m2`` alone (``κ = ∞``); ``tt``: :func:`t0` of ``chi``,
+    where the caller has it already."""
     m, c = np.broadcast_arrays(_arr(m2), _arr(chi))
-    tt = t0(c)
+    tt = t0(c) if tt is None else tt
     tangent = r(tt, c) + (m - tt) * r1(tt, c)
     return _arr(np.where(m >= tt, r(m, c), tangent))
 
@@ -218,7 +219,7 @@ def rho(m2: npt.ArrayLike, kappa: float, chi: npt.ArrayLike) -> Floats:
     if kappa == 1:
         return r(m, c)
     tt = t0(c)
-    out = rho0(m, c)
+    out = rho0(m, c, tt)
     if np.isinf(kappa):
         return out
     bind = (m < tt) & (kappa * m < tt) & (m > 0)
