@@ -136,12 +136,16 @@ def run_shard(
         settings = {"model": model.numbers_settings(), "device": run_device(model)}
         fingerprint = {**fingerprint, **settings, "weights": model_identity(model)}
     store = None if cache is None else RequestCache(cache, fingerprint, score, reads)
-    sent = None if requests is None else sent_digests(mine, requests)
-    checkpoint = fingerprint if sent is None else {**fingerprint, "requests": _digest_of(sent)}
+    if requests is not None:  # rows keyed on what they send the engine, and so are the chunks
+        keys = sent_digests(mine, requests)
+        checkpoint = {**fingerprint, "requests": _digest_of(keys)}
+    else:
+        keys = request_digests(mine) if store is not None else pd.Series("", index=mine.index, dtype=object)
+        checkpoint = fingerprint
     try:
         with _shard_lock(chunk_dir):
             _reset_if_stale(chunk_dir, checkpoint)
-            result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens, store, sent)
+            result = _score_chunks(mine, score, out, chunk_dir, shard, n_shards, chunk_rows, tokens, store, keys)
     except WriteError as err:  # a full or read-only disk: say that the finished chunks wait for the rerun
         kept = len(list(chunk_dir.glob("chunk-*.parquet"))) if chunk_dir.is_dir() else 0
         error = WriteError(f"{err}; {kept} finished chunk(s) of this shard kept in {chunk_dir}: a rerun resumes there")
@@ -161,13 +165,10 @@ def _score_chunks(
     chunk_rows: int,
     tokens: Callable[[], int] | None,
     store: RequestCache | None,
-    sent: pd.Series | None = None,
+    requests: pd.Series,
 ) -> pd.DataFrame:
+    """``requests``: each row's cache key (:func:`sent_digests` or :func:`request_digests`)."""
     start, tokens0 = time.perf_counter(), tokens() if tokens else 0
-    if sent is not None:  # rows keyed on what they send the engine
-        requests = sent
-    else:
-        requests = request_digests(mine) if store is not None else pd.Series("", index=mine.index, dtype=object)
     hits = store.lookup(requests).set_index(REQUEST) if store is not None else pd.DataFrame(index=pd.Index([]))
     n_chunks = max(1, -(-len(mine) // chunk_rows))
     resumed = from_cache = 0
