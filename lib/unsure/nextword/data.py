@@ -14,7 +14,7 @@ word_num      1-based index of the word in the passage (``Word_Number``)
 context       the passage words before the position, joined by single spaces
 corpus_word   the word the passage really has there, as displayed (``Word``)
 n_responses   number of participants who answered (``Total_Response_Count``)
-responses     ``dict`` raw response -> count, exactly as typed (not normalised)
+responses     ``dict`` raw response -> count, exactly as typed (not normalised), in the file's order
 ============  =================================================================
 
 Bytes 0x80-0x9F, which Latin-1 reads as control characters, are repaired as
@@ -223,7 +223,8 @@ def read_norms(path: str | os.PathLike[str]) -> pd.DataFrame:
                 f"{row['corpus_word']!r} is not the Word_Number-th word of Text, which is {there}"
             )
         contexts.append(" ".join(words[: num - 1]))
-    by_response = frame.groupby(["text_id", "word_num", "response"], sort=True)["count"].sum().reset_index()
+    # each position's responses in the file's order, repeats added up (the authors' ``Response.unique()`` order)
+    by_response = frame.groupby(["text_id", "word_num", "response"], sort=False)["count"].sum().reset_index()
     responses: dict[tuple[int, int], dict[str, int]] = {}
     for tid, num, response, c in zip(*(by_response[col] for col in by_response.columns), strict=True):
         responses.setdefault((int(tid), int(num)), {})[str(response)] = int(c)
@@ -268,7 +269,7 @@ def typed_responses(positions: pd.DataFrame) -> pd.DataFrame:
     rows = [
         (int(t), int(n), str(w), int(c))
         for t, n, responses in zip(positions["text_id"], positions["word_num"], positions["responses"], strict=True)
-        for w, c in responses.items()
+        for w, c in sorted(responses.items())
         if normalize_word(str(w)) and c
     ]
     out = pd.DataFrame(rows, columns=["text_id", "word_num", "surface", "count"])
