@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from workflow_helpers import REPO, jobs, snakemake
 
-from unsure.config import parse_config
+from unsure.config import Config, parse_config
+from unsure.engine.identity import model_identity
 from unsure.provenance import PACKAGES, provenance, study_settings
 
 
@@ -23,9 +25,21 @@ def _config(tmp_path: Path) -> dict[str, Any]:
     return raw
 
 
+def _provenance(config: Config, study: str) -> dict[str, Any]:
+    """The record as the provenance rule's script writes it: each model's weights identity from the engine."""
+    weights = {name: model_identity(entry) for name, entry in config.study_models(study).items()}
+    return provenance(config, study, weights=weights, repo=REPO)
+
+
+def test_a_model_without_a_weights_identity_is_named(tmp_path: Path) -> None:
+    config = parse_config(_config(tmp_path))
+    with pytest.raises(ValueError, match=r"provenance of labelbias: no weights identity for model.*tiny-llama"):
+        provenance(config, "labelbias", weights={"tiny-gpt2": {"id": "x"}}, repo=REPO)
+
+
 def test_the_record_names_weights_code_packages_protocol_and_settings(tmp_path: Path) -> None:
     raw = _config(tmp_path)
-    record = provenance(parse_config(raw), "riskscores", repo=REPO)
+    record = _provenance(parse_config(raw), "riskscores")
     assert record["protocol"] == raw["studies"]["riskscores"]["protocol"]
     assert set(record["models"]) == set(raw["studies"]["riskscores"]["models"])
     assert all(len(m["files_sha256"]) == 64 for m in record["models"].values())
@@ -37,9 +51,9 @@ def test_the_record_names_weights_code_packages_protocol_and_settings(tmp_path: 
 
 def test_rebuilt_weights_change_the_record(tmp_path: Path) -> None:
     raw = _config(tmp_path)
-    before = provenance(parse_config(raw), "labelbias", repo=REPO)["models"]
+    before = _provenance(parse_config(raw), "labelbias")["models"]
     (Path(raw["models"]["tiny-gpt2"]["id"]) / "model.safetensors").write_bytes(b"other weights")
-    after = provenance(parse_config(raw), "labelbias", repo=REPO)["models"]
+    after = _provenance(parse_config(raw), "labelbias")["models"]
     assert after["tiny-gpt2"] != before["tiny-gpt2"] and after["tiny-llama"] == before["tiny-llama"]
 
 

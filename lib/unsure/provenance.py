@@ -8,12 +8,12 @@ commit and which settings made it.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from unsure.config import Config
-from unsure.engine.identity import model_identity
 
 PACKAGES = (
     "torch",
@@ -47,14 +47,25 @@ def study_settings(config: Config, study: str) -> dict[str, Any]:
     }
 
 
-def provenance(config: Config, study: str, *, repo: str | Path = ".") -> dict[str, Any]:
-    """The provenance record of ``study`` (see the module docstring)."""
+def provenance(
+    config: Config, study: str, *, weights: Mapping[str, Mapping[str, str]], repo: str | Path = "."
+) -> dict[str, Any]:
+    """The provenance record of ``study`` (see the module docstring).
+
+    ``weights``: the identity of each of the study's models' weights
+    (:func:`unsure.engine.identity.model_identity`, which the engine owns);
+    every model of the study must have one.
+    """
     section = getattr(config.studies, study)
+    models = config.study_models(study)
+    missing = sorted(set(models) - set(weights))
+    if missing:
+        raise ValueError(f"provenance of {study}: no weights identity for model(s) {', '.join(missing)}")
     return {
         "study": study,
         "protocol": getattr(section, "protocol", None),
         "project_commit": project_commit(repo),
-        "models": {name: model_identity(entry) for name, entry in config.study_models(study).items()},
+        "models": {name: dict(weights[name]) for name in models},
         "packages": package_versions(),
         "settings": study_settings(config, study),
     }
