@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from unsure.nextword import plots
-from unsure.nextword.study import biased_tvds, tvd_differences
+from unsure.nextword.tables import biased_tvds, tvd_differences
 
 
 def _tvds() -> pd.DataFrame:
@@ -86,7 +86,7 @@ def test_fig2_measures_as_the_protocol_says() -> None:
 def test_fig4_under_paper_measures_the_model_against_all_responses() -> None:
     """Figure 4 as the authors: the model vs all responses, the oracle half vs the target half."""
     from unsure.nextword.semantic import train_tagger
-    from unsure.nextword.study import group_tvds
+    from unsure.nextword.tables import group_tvds
 
     positions = pd.DataFrame({"text_id": [1], "word_num": [3], "context": ["He saw the"]})
     human = pd.DataFrame({"text_id": [1] * 2, "word_num": [3] * 2, "word": ["dog", "cat"], "count": [3, 1]})

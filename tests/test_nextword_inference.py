@@ -35,7 +35,7 @@ from unsure.nextword.inference import (
     token_scorer,
 )
 from unsure.nextword.metrics import expected_calibration_error, tvd
-from unsure.nextword.study import table4, token_level_tvds
+from unsure.nextword.tables import table4, token_level_tvds
 from unsure.nextword.words import normalize_word
 
 KEY = ["text_id", "word_num"]

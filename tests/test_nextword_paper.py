@@ -294,7 +294,7 @@ def _run_tables_script(tmp: Path, protocol: str, inputs: dict[str, object], syst
 def test_tables_write_the_reproduction_ledger_and_table1_follows_the_protocol(tmp_path: Path) -> None:
     """Generated norms and two hand-written samples files through the tables script under both protocols."""
     from unsure.generate import provo
-    from unsure.nextword.study import evaluate_systems, prepare
+    from unsure.nextword.tables import evaluate_systems, prepare
 
     norms = tmp_path / provo.NORMS_FILENAME
     provo.write_norms(norms, n_passages=3, seed=1)

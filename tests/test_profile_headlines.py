@@ -13,8 +13,8 @@ from workflow_helpers import jobs, snakemake
 
 from unsure.decisionrisk.evaluate import headline as decisionrisk_headline
 from unsure.labelbias.evaluate import headline as labelbias_headline
-from unsure.nextword.study import _system_of
-from unsure.nextword.study import headline as nextword_headline
+from unsure.nextword.tables import _system_of
+from unsure.nextword.tables import headline as nextword_headline
 from unsure.profile import (
     HEADLINE_COLUMNS,
     calibration_correlations,

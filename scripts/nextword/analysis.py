@@ -29,7 +29,7 @@ from unsure.nextword.semantic import (
     train_tagger,
     train_word2vec,
 )
-from unsure.nextword.study import group_tvds
+from unsure.nextword.tables import group_tvds
 
 with logged(snakemake.log[0]) as log:
     i, p, o = snakemake.input, snakemake.params, snakemake.params.options

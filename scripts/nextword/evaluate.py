@@ -9,7 +9,7 @@ import pandas as pd
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.nextword.data import read_samples
-from unsure.nextword.study import evaluate_systems
+from unsure.nextword.tables import evaluate_systems
 
 with logged(snakemake.log[0]) as log:
     i, p = snakemake.input, snakemake.params

@@ -12,7 +12,7 @@ from unsure.logs import logged
 from unsure.nextword import plots
 from unsure.nextword.data import read_samples
 from unsure.nextword.distributions import restrict
-from unsure.nextword.study import fold_tvds, pick_example_positions, tvd_differences
+from unsure.nextword.tables import fold_tvds, pick_example_positions, tvd_differences
 
 with logged(snakemake.log[0]):
     i, p = snakemake.input, snakemake.params

@@ -6,7 +6,7 @@ hand_off()
 
 from unsure.io import write_parquet
 from unsure.logs import logged
-from unsure.nextword.study import prepare
+from unsure.nextword.tables import prepare
 
 with logged(snakemake.log[0]) as log:
     p = snakemake.params

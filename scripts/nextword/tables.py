@@ -18,7 +18,7 @@ from unsure.io import read_parquet, write_parquet
 from unsure.logs import logged
 from unsure.nextword.data import read_samples
 from unsure.nextword.inference import biased_table
-from unsure.nextword.study import biased_tvds, protocol_tables, table2, table3, table4, token_level_tvds
+from unsure.nextword.tables import biased_tvds, protocol_tables, table2, table3, table4, token_level_tvds
 from unsure.report import write_table
 
 with logged(snakemake.log[0]) as log:

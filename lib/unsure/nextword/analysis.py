@@ -22,7 +22,6 @@ import pandas as pd
 from scipy import stats
 from sklearn.linear_model import ARDRegression
 
-from unsure.nextword._tables import KEY, check_seeds, check_table, require
 from unsure.nextword.distributions import (
     entropy,
     oracle_splits,
@@ -31,6 +30,7 @@ from unsure.nextword.distributions import (
     subsamples,
     to_probs,
 )
+from unsure.nextword.frames import KEY, check_seeds, check_table, require
 from unsure.nextword.metrics import covered_positions, tvd
 
 

@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 
 from unsure.io import write_text
-from unsure.nextword._tables import require
+from unsure.nextword.frames import require
 from unsure.nextword.words import normalize_word
 
 log = logging.getLogger(__name__)

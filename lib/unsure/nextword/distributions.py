@@ -27,7 +27,7 @@ from typing import Literal, TypeAlias
 import numpy as np
 import pandas as pd
 
-from unsure.nextword._tables import (
+from unsure.nextword.frames import (
     KEY,
     ROW_KEY,
     IntArray,

@@ -16,7 +16,7 @@ from torch import nn
 from unsure.config import Protocol
 from unsure.engine.finetune import Example
 from unsure.engine.identity import local_device
-from unsure.nextword._tables import KEY, require
+from unsure.nextword.frames import KEY, require
 
 
 def passage_folds(first: int, last: int, folds: int) -> list[list[int]]:

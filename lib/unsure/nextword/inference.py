@@ -32,7 +32,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from unsure.engine import Engine, ReplyRequest, TokenLogprobsRequest, WordSamplingRequest
-from unsure.nextword._tables import KEY, ROW_KEY, require
+from unsure.nextword.frames import KEY, ROW_KEY, require
 from unsure.nextword.requests import list_requests, sampling_requests, support_requests
 from unsure.nextword.words import normalize_word, surface_form
 

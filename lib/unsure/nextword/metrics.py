@@ -27,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.nextword._tables import ROW_KEY, encode, positions_of, require, tvd_codes
 from unsure.nextword.distributions import check_splits, frequencies, modes, restrict, to_probs, top_words
+from unsure.nextword.frames import ROW_KEY, encode, positions_of, require, tvd_codes
 
 ArrayLike = npt.ArrayLike
 

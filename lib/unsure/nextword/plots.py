@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from unsure.config import Protocol
-from unsure.nextword.study import ORACLE, top_words_frame
+from unsure.nextword.tables import ORACLE, top_words_frame
 from unsure.report import save_figure
 
 

@@ -37,8 +37,8 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from unsure.nextword._tables import KEY, ROW_KEY, fmt_position, require
 from unsure.nextword.distributions import to_probs
+from unsure.nextword.frames import KEY, ROW_KEY, fmt_position, require
 from unsure.nextword.metrics import tvd
 from unsure.nextword.words import normalize_words
 

@@ -1,4 +1,4 @@
-"""Validation and integer encoding of the study's long tables (private).
+"""Validation and integer encoding of the study's long tables (the frames every nextword module passes).
 
 Every word distribution in the study is a long data frame keyed by
 ``(text_id, word_num, word)``: a **counts table** has a ``count`` column, a

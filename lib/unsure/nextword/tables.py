@@ -19,9 +19,9 @@ import pandas as pd
 
 from unsure.config import Protocol
 from unsure.nextword import paper
-from unsure.nextword._tables import KEY, require
 from unsure.nextword.data import corpus_targets, read_norms, typed_responses
 from unsure.nextword.distributions import human_counts, modes, oracle_splits, restrict, split_half
+from unsure.nextword.frames import KEY, require
 from unsure.nextword.metrics import RESULT_COLUMNS, evaluate, evaluate_oracle, expected_calibration_error, tvd
 from unsure.nextword.paper import PaperColumn
 

@@ -18,7 +18,7 @@ from unsure.nextword.data import convert_reference_generations, read_samples
 from unsure.nextword.distributions import restrict, sample_from
 from unsure.nextword.finetuning import passage_folds, response_examples
 from unsure.nextword.semantic import _lexicon_tag, tokenize, train_tagger
-from unsure.nextword.study import evaluate_systems, prepare, table1
+from unsure.nextword.tables import evaluate_systems, prepare, table1
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "provo"
