@@ -176,6 +176,143 @@ def test_a_positions_sampling_seed_and_count_are_in_its_key(tmp_path: Path) -> N
     assert sum(calls) == 48, "another seed or count was answered from the cache"
 
 
+def positions(n: int) -> pd.DataFrame:
+    """``n`` nextword positions of one passage (``row_id`` as :func:`position_rows` makes it)."""
+    return pd.DataFrame(
+        {
+            "row_id": [f"1-{i}" for i in range(n)],
+            "text_id": 1,
+            "word_num": range(n),
+            "context": [f"a b {i}" for i in range(n)],
+            "text": [f"a b {i}" for i in range(n)],  # what counting() scores
+        }
+    )
+
+
+def surfaces(n: int, changed: dict[int, str] | None = None) -> pd.DataFrame:
+    """A surface table (``text_id, word_num, surface``): two words per position, ``changed`` replacing the first."""
+    words = [(i, (changed or {}).get(i, f"Word{i}")) for i in range(n)] + [(i, "the") for i in range(n)]
+    return pd.DataFrame({"text_id": 1, "word_num": [i for i, _ in words], "surface": [w for _, w in words]})
+
+
+class Splits:
+    """A stand-in tokenizer: context words are their lengths, a continuation's tokens its letters' codes."""
+
+    def split_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        return [len(w) for w in context.split()], [ord(c) for c in continuation.strip()]
+
+
+def test_a_positions_biased_support_and_nucleus_settings_are_in_its_key(tmp_path: Path) -> None:
+    """nextword, biased estimator: nucleus, sample count and seed (hand-written fingerprint
+    entries before) and each position's support (a file key before: reads=) key the rows; a
+    changed surface in the samples misses only at its position, with the fingerprint unchanged."""
+    from unsure.nextword.inference import biased_scorer
+
+    rows, calls = positions(16), list[int]()
+
+    def run(name: str, samples: pd.DataFrame, nucleus: tuple[float, ...] = (0.8,), n: int = 5, seed: int = 0) -> None:
+        tables = {"samples": samples, "human": surfaces(16), "corpus": surfaces(16)}
+        asked = biased_scorer(None, **tables, nucleus=nucleus, nucleus_samples=n, seed=seed)  # type: ignore[arg-type]
+        out, cache = tmp_path / f"{name}.parquet", tmp_path / "cache"
+        shard(rows, counting(calls), out, cache, fingerprint={"scorer": "biased"}, requests=asked.requests)
+
+    run("a", surfaces(16))
+    run("b", surfaces(16))
+    assert sum(calls) == 16, "the same requests: every position from the cache"
+    run("c", surfaces(16), nucleus=(0.9,))
+    run("d", surfaces(16), n=6)
+    run("e", surfaces(16), seed=1)
+    assert sum(calls) == 64, "another nucleus, sample count or seed was answered from the cache"
+    run("f", surfaces(16, {3: "Other"}))
+    assert sum(calls) == 65, "a changed sample at one position: that position alone is scored again"
+
+
+def test_a_positions_human_words_are_in_its_token_level_key(tmp_path: Path) -> None:
+    """nextword, token level: the context's ids, the tokens read and the human words key each
+    position (the fingerprint said ``modal_token`` and the human file was a file key: reads=);
+    another word misses at its position even where its first token is read already."""
+    from unsure.nextword.inference import token_scorer
+
+    rows, calls = positions(16), list[int]()
+
+    def run(name: str, human: pd.DataFrame) -> None:
+        asked = token_scorer(Splits(), human.rename(columns={"surface": "word"}))  # type: ignore[arg-type]
+        out, cache = tmp_path / f"{name}.parquet", tmp_path / "cache"
+        shard(rows, counting(calls), out, cache, fingerprint={"scorer": "tokens"}, requests=asked.requests)
+
+    run("a", surfaces(16))
+    run("b", surfaces(16))
+    assert sum(calls) == 16, "the same requests: every position from the cache"
+    run("c", surfaces(16, {3: "Wordy", 5: "xylophone"}))  # same first token (W) at 3, another at 5
+    assert sum(calls) == 18, "another human word was answered from the cache"
+
+
+def test_a_killed_nextword_shards_chunks_are_discarded_when_its_support_changes(tmp_path: Path) -> None:
+    """The biased estimator's checkpoint follows the positions' supports: chunks made with other
+    samples never resume, though the fingerprint is the same."""
+    from unsure.nextword.inference import biased_scorer
+
+    rows, out, calls = positions(24), tmp_path / "s.parquet", list[int]()
+
+    def asked(samples: pd.DataFrame) -> Callable[[pd.DataFrame], Any]:
+        tables = {"samples": samples, "human": surfaces(24), "corpus": surfaces(24)}
+        return biased_scorer(None, **tables, nucleus=(0.8,), nucleus_samples=5).requests  # type: ignore[arg-type]
+
+    def dies_after_two(chunk: pd.DataFrame) -> pd.DataFrame:
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return counting(calls)(chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        shard(rows, dies_after_two, out, None, fingerprint={"scorer": "biased"}, requests=asked(surfaces(24)))
+    assert len(list(out.with_name(out.name + ".chunks").glob("chunk-*.parquet"))) == 2
+    calls.clear()
+    shard(rows, counting(calls), out, None, fingerprint={"scorer": "biased"}, requests=asked(surfaces(24, {20: "New"})))
+    assert sum(calls) == 24, "chunks made with the old support were resumed"
+
+
+def test_the_nextword_scorers_send_what_their_keys_say() -> None:
+    """The token level sends exactly the requests its key holds; the biased estimator its sampling
+    requests, then a support request holding the key's surfaces and the sampled ones."""
+    from unsure.engine import ContinuationScores, TokenLogprobs, WordSamples
+    from unsure.nextword.inference import biased_scorer, token_scorer
+
+    rows = positions(3)
+
+    class Recorder(Splits):
+        def __init__(self) -> None:
+            self.sent: list[Any] = []
+
+        def sample_words(self, requests: list[Any]) -> list[WordSamples]:
+            self.sent += requests
+            return [WordSamples(words=["Sampled"]) for _ in requests]
+
+        def continuation_scores(self, requests: list[ContinuationRequest]) -> list[ContinuationScores]:
+            self.sent += requests
+            sizes = [len(r.continuations) for r in requests]
+            return [ContinuationScores(np.zeros(k), np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool)) for k in sizes]
+
+        def token_logprobs(self, requests: list[Any]) -> list[TokenLogprobs]:
+            self.sent += requests
+            return [TokenLogprobs(np.zeros(len(r.read_ids)), 0, 0.0) for r in requests]
+
+    engine = Recorder()
+    tokens = token_scorer(engine, surfaces(3).rename(columns={"surface": "word"}))  # type: ignore[arg-type]
+    tokens(rows)
+    assert engine.sent == [key[0] for key in tokens.requests(rows)]
+
+    engine.sent = []
+    tables = {"samples": surfaces(3), "human": surfaces(3), "corpus": surfaces(3)}
+    biased = biased_scorer(engine, **tables, nucleus=(0.7, 0.9), nucleus_samples=2)  # type: ignore[arg-type]
+    biased(rows)
+    keys = biased.requests(rows)
+    sampling, support = engine.sent[:-3], engine.sent[-3:]
+    assert sampling == [key[j] for j in range(3) for key in keys]  # per setting, every position
+    for key, sent in zip(keys, support, strict=True):
+        assert sent.context == key[-1].context
+        assert sorted(sent.continuations) == sorted([*key[-1].continuations, " Sampled"])
+
+
 def test_a_killed_shards_chunks_are_discarded_when_its_rows_send_other_requests(tmp_path: Path) -> None:
     """The checkpoint follows the requests too: chunks made with the old prompts never resume."""
     rows, out = table(24), tmp_path / "s.parquet"

@@ -42,14 +42,12 @@ with logged(snakemake.log[0]):
         shard=int(wc.shard),
         n_shards=p.n_shards,
         chunk_rows=16,
-        fingerprint={
-            "nucleus": p.nucleus,
-            "n": p.nucleus_samples,
-            "seed": p.seed,
-            "support": "surface forms",
-        },
+        # each position's sampling requests (nucleus, sample count, seeds, lengths) and its support's
+        # surfaces (samples, typed responses, corpus word) key it (score.requests); the fingerprint
+        # names the table its rows make, so that the token level's rows never share its cache folder
+        fingerprint={"scorer": "biased"},
         model=entry,
         tokens=engine.tokens_processed,
         cache=request_cache(snakemake.config),
-        reads=[snakemake.input.positions, snakemake.input.typed, snakemake.input.samples],
+        requests=score.requests,
     )

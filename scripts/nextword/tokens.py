@@ -23,16 +23,19 @@ with logged(snakemake.log[0]):
             f"studies.nextword.token_models: {wc.model!r} is not a Hugging Face model (no token log-probabilities)"
         )
     engine = load_engine(entry)
+    score = token_scorer(engine, pd.read_parquet(snakemake.input.human))
     run_shard(
         position_rows(pd.read_parquet(snakemake.input.positions)),
-        token_scorer(engine, pd.read_parquet(snakemake.input.human)),
+        score,
         snakemake.output[0],
         shard=0,
         n_shards=1,
         chunk_rows=64,
-        fingerprint={"modal_token": True},
+        # each position's context ids, read tokens and human words key it (score.requests); the
+        # fingerprint names the table its rows make, so that the biased estimator's never share its cache
+        fingerprint={"scorer": "tokens"},
         model=entry,
         tokens=engine.tokens_processed,
         cache=request_cache(snakemake.config),
-        reads=[snakemake.input.human],
+        requests=score.requests,
     )

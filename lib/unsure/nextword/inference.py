@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -31,15 +31,20 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from unsure.engine import Engine, ReplyRequest, TokenLogprobsRequest, WordSamplingRequest
+from unsure.engine import ContinuationRequest, Engine, ReplyRequest, TokenLogprobsRequest, WordSamplingRequest
 from unsure.nextword.frames import KEY, ROW_KEY, require
-from unsure.nextword.requests import list_requests, sampling_requests, support_requests
+from unsure.nextword.requests import (
+    first_tokens,
+    list_requests,
+    sampling_requests,
+    support_requests,
+    support_sampling_requests,
+    token_request,
+)
 from unsure.nextword.words import normalize_word, surface_form
 
 if TYPE_CHECKING:  # torch and transformers, only where a token-level job loads them
     from unsure.engine.hf import HFEngine
-
-Scorer = Callable[[pd.DataFrame], pd.DataFrame]
 
 
 def position_rows(positions: pd.DataFrame, passages: Sequence[int] = ()) -> pd.DataFrame:
@@ -260,46 +265,70 @@ def word_logprobs(surfaces: dict[str, list[str]], logprobs: npt.ArrayLike) -> li
     return out
 
 
-def biased_scorer(
-    engine: Engine,
-    *,
-    samples: pd.DataFrame,
-    human: pd.DataFrame,
-    corpus: pd.DataFrame,
-    nucleus: Sequence[float],
-    nucleus_samples: int,
-    seed: int = 0,
-    max_new_tokens: int = 12,
-) -> Scorer:
+@dataclass(frozen=True, eq=False)
+class BiasedScorer:
     """Scorer of the biased estimator (appendix A): per position, its support and the words' log-probabilities.
 
     ``samples``, ``human`` and ``corpus`` are surface tables (``text_id,
     word_num, surface``): the unbiased samples as generated
     (:func:`unsure.nextword.data.read_surface_samples`), the responses as
-    typed and the corpus word as in the text. Every surface form is scored as
+    typed and the corpus word as in the text. The support adds the words of
+    the estimator's own nucleus and greedy samples
+    (:func:`~.requests.support_sampling_requests`). Every surface form is scored as
     the model would produce it (its joint log-probability after the context,
     with a leading space: ``" Parker"``, never the normalised ``" parker"``)
     and a word's log-probability is the log-sum-exp over its surfaces.
     Columns ``row_id, text_id, word_num, words, logprobs, surfaces`` (JSON);
-    :func:`biased_table` renormalises over the support.
+    :func:`biased_table` renormalises over the support. :meth:`requests` says
+    what each position sends the engine (the request cache's key).
     """
 
-    def score(chunk: pd.DataFrame) -> pd.DataFrame:
+    engine: Engine
+    samples: pd.DataFrame
+    human: pd.DataFrame
+    corpus: pd.DataFrame
+    nucleus: tuple[float, ...]
+    nucleus_samples: int
+    seed: int = 0
+    max_new_tokens: int = 12
+
+    def _sampling(self, chunk: pd.DataFrame) -> list[list[WordSamplingRequest]]:
+        return support_sampling_requests(
+            [str(r) for r in chunk["row_id"]],
+            [str(c) for c in chunk["context"]],
+            nucleus=self.nucleus,
+            nucleus_samples=self.nucleus_samples,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+        )
+
+    def _support(self, chunk: pd.DataFrame, *sampled: pd.DataFrame) -> dict[tuple[int, int], dict[str, list[str]]]:
+        return biased_support(chunk, self.samples, self.human, self.corpus, *sampled)
+
+    def requests(self, chunk: pd.DataFrame) -> list[tuple[WordSamplingRequest | ContinuationRequest, ...]]:
+        """Per position, its sampling requests (one per setting) and the continuation request of
+        the support known before them (samples, responses, corpus word). The surfaces the
+        sampling adds are the engine's answers to those requests, so the two decide what is
+        scored; a changed samples file or response changes only its positions' keys."""
+        support = self._support(chunk)
+        keys = [(int(t), int(n)) for t, n in zip(chunk["text_id"], chunk["word_num"], strict=True)]
+        known = support_requests(
+            [str(c) for c in chunk["context"]], [[s for forms in support[k].values() for s in forms] for k in keys]
+        )
+        per_setting = self._sampling(chunk)
+        return [(*(setting[i] for setting in per_setting), known[i]) for i in range(len(chunk))]
+
+    def __call__(self, chunk: pd.DataFrame) -> pd.DataFrame:
         keys = [(int(t), int(n)) for t, n in zip(chunk["text_id"], chunk["word_num"], strict=True)]
         extra_rows: list[tuple[int, int, str]] = []
-        settings: list[tuple[float | None, int | None, int]] = [(p, None, nucleus_samples) for p in nucleus]
-        settings.append((None, 1, 1))  # the greedy word
-        row_ids, contexts = [str(r) for r in chunk["row_id"]], [str(c) for c in chunk["context"]]
-        for i, (top_p, top_k, n) in enumerate(settings):
-            requests = sampling_requests(
-                row_ids, contexts, n=n, seed=seed + 1 + i, max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k
-            )
-            for key, out in zip(keys, engine.sample_words(requests), strict=True):
+        for requests in self._sampling(chunk):
+            for key, out in zip(keys, self.engine.sample_words(requests), strict=True):
                 extra_rows += [(*key, w) for w in out.words]
         extra = pd.DataFrame(extra_rows, columns=[*KEY, "surface"])
-        support = biased_support(chunk, samples, human, corpus, extra)
+        support = self._support(chunk, extra)
         surfaces = [[s for forms in support[k].values() for s in forms] for k in keys]
-        scores = engine.continuation_scores(support_requests(contexts, surfaces))
+        contexts = [str(c) for c in chunk["context"]]
+        scores = self.engine.continuation_scores(support_requests(contexts, surfaces))
         return pd.DataFrame(
             {
                 "row_id": chunk["row_id"].to_numpy(),
@@ -313,7 +342,20 @@ def biased_scorer(
             }
         )
 
-    return score
+
+def biased_scorer(
+    engine: Engine,
+    *,
+    samples: pd.DataFrame,
+    human: pd.DataFrame,
+    corpus: pd.DataFrame,
+    nucleus: Sequence[float],
+    nucleus_samples: int,
+    seed: int = 0,
+    max_new_tokens: int = 12,
+) -> BiasedScorer:
+    """Scorer of the biased estimator (see :class:`BiasedScorer`)."""
+    return BiasedScorer(engine, samples, human, corpus, tuple(nucleus), nucleus_samples, seed, max_new_tokens)
 
 
 def biased_table(shards: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -339,41 +381,50 @@ def biased_table(shards: Sequence[pd.DataFrame]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- token level
 
 
-def token_scorer(engine: HFEngine, human: pd.DataFrame) -> Scorer:
+@dataclass(frozen=True, eq=False)
+class TokenScorer:
     """Scorer of the token level (appendix D), for a Hugging Face engine.
 
     For every human word at a position, its first token after the context
-    (the word with its leading space, split as running text); the model's
-    full-softmax log-probability of each such token, and the model's modal
-    token over the whole vocabulary (Table 4 scores it against the humans'
-    majority token), both from :meth:`HFEngine.token_logprobs`. Returns one
-    row per position: ``row_id, text_id, word_num, tokens`` (JSON: word ->
-    token id), ``logprobs`` (JSON: token id -> log-probability),
-    ``modal_token`` and ``modal_logprob``.
+    (the word with its leading space, split as running text:
+    :func:`~.requests.first_tokens`); the model's full-softmax log-probability
+    of each such token, and the model's modal token over the whole vocabulary
+    (Table 4 scores it against the humans' majority token), both from
+    :meth:`HFEngine.token_logprobs`. Returns one row per position: ``row_id,
+    text_id, word_num, tokens`` (JSON: word -> token id), ``logprobs`` (JSON:
+    token id -> log-probability), ``modal_token`` and ``modal_logprob``.
+    :meth:`requests` says what each position sends and reads (the request cache's key).
     """
-    by_position = {key: list(g["word"]) for key, g in human.groupby(KEY, sort=False)}
 
-    def score(chunk: pd.DataFrame) -> pd.DataFrame:
-        requests = []
-        token_maps = []
+    engine: HFEngine
+    words: dict[tuple[int, int], list[str]]
+    """The human words of each position (``text_id, word_num``)."""
+
+    def _asked(self, chunk: pd.DataFrame) -> list[tuple[TokenLogprobsRequest, dict[str, int]]]:
+        out = []
         for t, n, c in zip(chunk["text_id"], chunk["word_num"], chunk["context"], strict=True):
-            words = by_position.get((int(t), int(n)), [])
+            words = self.words.get((int(t), int(n)), [])
             if not words:
                 raise ValueError(f"token level: no human responses at position (text_id={t}, word_num={n})")
-            firsts = {}
-            context_ids: list[int] = []
-            for w in words:
-                context_ids, cont = engine.split_pair(str(c), " " + w)
-                firsts[w] = int(cont[0])
-            token_maps.append(firsts)
-            requests.append(TokenLogprobsRequest(tuple(context_ids), tuple(sorted(set(firsts.values())))))
-        results = engine.token_logprobs(requests)
+            context_ids, firsts = first_tokens(str(c), words, self.engine.split_pair)
+            out.append((token_request(context_ids, firsts), firsts))
+        return out
+
+    def requests(self, chunk: pd.DataFrame) -> list[tuple[TokenLogprobsRequest, tuple[tuple[str, int], ...]]]:
+        """Per position, its request and the words it reads the answer for (word, first token):
+        a word whose first token the request already reads still changes the row's ``tokens``."""
+        return [(request, tuple(firsts.items())) for request, firsts in self._asked(chunk)]
+
+    def __call__(self, chunk: pd.DataFrame) -> pd.DataFrame:
+        asked = self._asked(chunk)
+        requests = [r for r, _ in asked]
+        results = self.engine.token_logprobs(requests)
         return pd.DataFrame(
             {
                 "row_id": chunk["row_id"].to_numpy(),
                 "text_id": chunk["text_id"].to_numpy(dtype=np.int64),
                 "word_num": chunk["word_num"].to_numpy(dtype=np.int64),
-                "tokens": [json.dumps(m, ensure_ascii=False) for m in token_maps],
+                "tokens": [json.dumps(m, ensure_ascii=False) for _, m in asked],
                 "logprobs": [
                     json.dumps({str(i): float(lp) for i, lp in zip(req.read_ids, r.logprobs, strict=True)})
                     for req, r in zip(requests, results, strict=True)
@@ -383,7 +434,10 @@ def token_scorer(engine: HFEngine, human: pd.DataFrame) -> Scorer:
             }
         )
 
-    return score
+
+def token_scorer(engine: HFEngine, human: pd.DataFrame) -> TokenScorer:
+    """Scorer of the token level of the human responses ``human`` (a counts table; see :class:`TokenScorer`)."""
+    return TokenScorer(engine, {(int(t), int(n)): list(g["word"]) for (t, n), g in human.groupby(KEY, sort=False)})
 
 
 OTHER_TOKENS = "<other>"

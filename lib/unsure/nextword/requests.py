@@ -7,12 +7,14 @@ and requests from here.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from unsure.engine import ContinuationRequest, ReplyRequest, WordSamplingRequest
+from unsure.engine import ContinuationRequest, ReplyRequest, TokenLogprobsRequest, WordSamplingRequest
 
 Chat = Callable[[str], str]
 """An instruct model's chat template around a user turn (``engine.chat_prompt``)."""
+Split = Callable[[str, str], tuple[Sequence[int], Sequence[int]]]
+"""A tokenizer's split of a context and a continuation into their token ids (``engine.split_pair``)."""
 
 CHAT_SINGLE = (
     "Here is the beginning of a text:\n\n{context}\n\n"
@@ -70,3 +72,43 @@ def support_requests(contexts: Sequence[str], surfaces: Sequence[Sequence[str]])
     """The biased estimator: each surface form of a position's support as a continuation of its
     context, with the leading space the model would produce."""
     return [ContinuationRequest(c, tuple(" " + s for s in forms)) for c, forms in zip(contexts, surfaces, strict=True)]
+
+
+def support_sampling_requests(
+    row_ids: Sequence[str],
+    contexts: Sequence[str],
+    *,
+    nucleus: Sequence[float],
+    nucleus_samples: int,
+    seed: int,
+    max_new_tokens: int,
+) -> list[list[WordSamplingRequest]]:
+    """The biased estimator's own samples, which widen each position's support: per setting, one
+    request per position. The settings are ``nucleus_samples`` samples at each ``top_p`` of
+    ``nucleus``, then the greedy word (top-k 1, one sample); setting ``i`` is seeded from
+    ``seed + 1 + i``, so none shares the unbiased samples' seeds."""
+    settings: list[tuple[float | None, int | None, int]] = [(p, None, nucleus_samples) for p in nucleus]
+    settings.append((None, 1, 1))
+    return [
+        sampling_requests(
+            row_ids, contexts, n=n, seed=seed + 1 + i, max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k
+        )
+        for i, (top_p, top_k, n) in enumerate(settings)
+    ]
+
+
+def first_tokens(context: str, words: Sequence[str], split: Split) -> tuple[tuple[int, ...], dict[str, int]]:
+    """The token level: each word's first token after ``context`` (the word with its leading space,
+    split as running text), and the context's ids as the last word's split gives them."""
+    context_ids: Sequence[int] = ()
+    firsts = {}
+    for w in words:
+        context_ids, cont = split(context, " " + w)
+        firsts[w] = int(cont[0])
+    return tuple(int(i) for i in context_ids), firsts
+
+
+def token_request(context_ids: Sequence[int], firsts: Mapping[str, int]) -> TokenLogprobsRequest:
+    """The token level's request of one position: the log-probabilities of its words' distinct
+    first tokens (in id order) after its context."""
+    return TokenLogprobsRequest(tuple(context_ids), tuple(sorted(set(firsts.values()))))
