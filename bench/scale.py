@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -57,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from unsure.config import ZOO_DIR, Config, ConfigError, Model, load_config
+from unsure.engine import ContinuationRequest
 from unsure.model_sizes import BYTES_PER_PARAM, MEMORY_OVERHEAD, gpus_needed, parameter_count, weights_gb
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,8 +122,6 @@ SNI_TASK_INSTANCES = (
     *(6499,),
     *(6500,) * 38,
 )
-SNI_LABELS = 853 / 279
-"""Mean label-set size of those 279 tasks (same file, ``# Answer Choices``)."""
 MCQA_SIZES = {
     # official (train, validation) instances and choices per instance: aNLI (ART, Bhagavatula et al. 2020),
     # HellaSwag (Zellers et al. 2019), PIQA (Bisk et al. 2020), Social IQa (Sap et al. 2019)
@@ -224,36 +222,20 @@ def study_of(rule: str) -> str:
     return prefix if prefix in STUDIES else "data, models"
 
 
-# --------------------------------------------------------------------------- tokens per request
+# --------------------------------------------------------------------------- engine work per request
 
 
 @dataclass(frozen=True)
-class Lengths:
-    """Mean tokens per request part, measured on prompts the studies' own code builds."""
+class Measured:
+    """Tokens the engine runs per unit of each request set (a row, a position, a context), counted by
+    :func:`unsure.engine.plan_counters` on requests the studies' own request functions build from
+    sampled rows: the engine's packing, shared prefixes and openings, batches and decoding steps."""
 
-    risk_mc: dict[str, float]
-    """Per task: a multiple-choice prompt (one option order, the configured few-shot examples)."""
-    risk_numeric: dict[str, float]
-    risk_plain: dict[str, float]
-    """Per task: a multiple-choice prompt without few-shot examples (importance, evidence)."""
-    risk_evidence: dict[str, float]
-    """Per task: the mean over increasing-evidence steps of the prompt with that step's features."""
-    risk_order_tail: dict[str, float]
-    """Per task: the tokens after the part both option orders share (the engine runs the shared part once)."""
-    provo_context: float
-    provo_sample: float
-    """Tokens one word sample runs: the word (with its space) and the token after it that ends it."""
-    provo_single: float
-    provo_list: float
-    sni_context: dict[int, float]
-    """Per k: the SNI prompt with k demonstrations."""
-    sni_label: float
-    mcqa_prompt: dict[str, float] = field(default_factory=dict)
-    mcqa_choice: dict[str, float] = field(default_factory=dict)
-    mcqa_verbal: dict[str, float] = field(default_factory=dict)
-    mcqa_pair: dict[str, float] = field(default_factory=dict)
-    """Per benchmark: encoder tokens per (prompt, choice) pair, padded to the longest of a batch of 16 instances."""
+    tokens: dict[str, float]
     source: str = ""
+
+    def __getitem__(self, key: str) -> float:
+        return self.tokens[key]
 
 
 Counter = Callable[..., np.ndarray]
@@ -277,6 +259,26 @@ def token_counter(tokenizer: Any, per_word: float | None = None) -> Counter:
     return count
 
 
+@dataclass
+class Planner:
+    """Counts requests with the engine's planner, scaled so that their texts get :func:`token_counter`'s count."""
+
+    tokenizer: Any
+    per_word: float | None = None
+    out: dict[str, float] = field(default_factory=dict)
+    asked: dict[str, tuple[Sequence[Any], dict[str, Any], Any]] = field(default_factory=dict)
+    """Per key the requests, the planner's settings and its counters (``tests/test_scale.py`` runs them)."""
+
+    def __call__(self, key: str, requests: Sequence[Any], units: int, texts: Sequence[str], **kw: Any) -> None:
+        from unsure.engine import plan_counters
+
+        planned = plan_counters(requests, self.tokenizer, **kw)
+        real = sum(len(i) for i in self.tokenizer(list(texts))["input_ids"])
+        wanted = token_counter(self.tokenizer, self.per_word)(texts).sum()
+        self.out[key] = planned.tokens * wanted / max(real, 1) / max(units, 1)
+        self.asked[key] = (requests, kw, planned)
+
+
 def _evenly(frame: pd.DataFrame, n: int) -> pd.DataFrame:
     """At most ``n`` rows spread evenly over the frame (the sample does not depend on file order tricks)."""
     if len(frame) <= n:
@@ -293,7 +295,7 @@ def _need(path: Path, what: str) -> Path:
     return path
 
 
-def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[str, dict[str, float]]:
+def _risk(cfg: Config, data: Path, plan: Planner, sample: int) -> None:
     from unsure.riskscores.analysis import evidence_steps
     from unsure.riskscores.dictionary import read_dictionary
     from unsure.riskscores.prompts import Shot
@@ -309,8 +311,8 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
     if not zips:
         raise EstimateError(f"{raw}: no ACS person zip (csv_p<state>.zip)")
     persons = read_person_zip(zips[0], person_columns(study.custom_tasks.values(), [study.subgroup_column]))
-    out: dict[str, dict[str, float]] = {"mc": {}, "numeric": {}, "plain": {}, "evidence": {}, "tail": {}}
-    asked = partial(choice_requests, protocol="corrected")  # the texts below are frame_text: corrected words
+    both = study.both_orders
+    asked = partial(choice_requests, year=acs.year, protocol="corrected")  # frame_text: the corrected words
     for name in study.tasks:
         spec = study.custom_tasks.get(name)
         task = task_from_spec(name, spec.model_dump() if spec else None, dictionary)
@@ -322,51 +324,56 @@ def _risk_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[
             raise EstimateError(f"{zips[0]}: no person record in task {name}'s population to build prompts from")
         texts = frame_text(rows, task.features, dictionary).tolist()
         shots = [Shot(texts[i % len(texts)], i % 2) for i in range(study.few_shot)]
-        # the study's own requests (unsure.riskscores.requests): both option orders, numeric, zero-shot
-        both = [r.prompt for r in asked(texts, task, year=acs.year, both_orders=True, shots=shots)]
-        mine, other = both[: len(texts)], both[len(texts) :]
+        mc = asked(texts, task, both_orders=both, shots=shots)
+        plan(f"risk/mc/{name}", mc, len(texts), [r.prompt for r in mc])
         numeric = numeric_requests(texts, task, year=acs.year, shots=shots, protocol="corrected")
-        plain = asked(texts, task, year=acs.year, both_orders=False)
-        out["mc"][name] = float(count(mine).mean())
-        out["numeric"][name] = float(count([r.prompt for r in numeric]).mean())
-        out["plain"][name] = float(count([r.prompt for r in plain]).mean())
-        tails = [b[len(os.path.commonprefix([a, b])) :] for a, b in zip(mine, other, strict=True)]  # noqa: RUF071
-        out["tail"][name] = float(count(tails, special=False).mean())
+        plan(f"risk/numeric/{name}", numeric, len(texts), [r.prompt for r in numeric])
+        plain = asked(texts, task, both_orders=both)
+        plan(f"risk/plain/{name}", plain, len(texts), [r.prompt for r in plain])
         few = rows.head(max(1, len(rows) // 4))  # a prompt per step and row: a quarter of the rows is plenty
-        steps = [frame_text(few, features, dictionary).tolist() for features in evidence_steps(task.features)]
-        out["evidence"][name] = float(
-            np.mean([count([r.prompt for r in asked(s, task, year=acs.year, both_orders=False)]).mean() for s in steps])
-        )
-    return out
+        steps = [frame_text(few, f, dictionary).tolist() for f in evidence_steps(task.features)]
+        evidence = [r for s in steps for r in asked(s, task, both_orders=both)]
+        plan(f"risk/evidence/{name}", evidence, len(few) * len(steps), [r.prompt for r in evidence])
 
 
-def _provo_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> dict[str, float]:
+def _provo(cfg: Config, data: Path, plan: Planner, sample: int) -> None:
+    from unsure.engine import TokenLogprobsRequest
     from unsure.nextword.data import read_norms
-    from unsure.nextword.requests import CHAT_LIST, CHAT_SINGLE
+    from unsure.nextword.requests import list_requests, sampling_requests, support_requests
 
-    positions = _evenly(
-        read_norms(_need(data / "provo" / "raw" / "Provo_Corpus-Predictability_Norms.csv", "Provo")), sample
-    )
-    contexts = positions["context"].astype(str).tolist()
-    n = cfg.studies.nextword.n_samples
-    return {
-        "context": float(count(contexts).mean()),
-        "sample": float(count((" " + str(w) for w in positions["corpus_word"]), special=False).mean() + 1),
-        "single": float(count(CHAT_SINGLE.format(context=c) for c in contexts).mean()),
-        "list": float(count(CHAT_LIST.format(context=c, n=n) for c in contexts).mean()),
-    }
+    study = cfg.studies.nextword
+    norms = read_norms(_need(data / "provo" / "raw" / "Provo_Corpus-Predictability_Norms.csv", "Provo"))
+    positions = _evenly(norms, sample)
+    contexts, words = positions["context"].astype(str).tolist(), positions["corpus_word"].astype(str).tolist()
+    ids, n = [str(i) for i in range(len(contexts))], len(contexts)
+    # a sample draws its word and the token that ends it (the rest of the tree's rows are not shared here)
+    drawn = 1 + math.ceil(np.mean([len(i) for i in plan.tokenizer([" " + w for w in words])["input_ids"]]))
+    sampled = partial(sampling_requests, ids, contexts, seed=0, max_new_tokens=12)
+    for key, k in (("", study.n_samples), ("_large", study.n_samples_large)):
+        plan(f"provo/sample{key}", sampled(n=k), n, contexts, sample_tokens=drawn)
+        plan(f"provo/single{key}", sampled(n=k, chat=str), n, contexts, sample_tokens=drawn)
+    plan("provo/list", list_requests(contexts, n=study.n_samples, chat=str), n, contexts)
+    nucleus = [r for p in study.nucleus for r in sampled(n=study.nucleus_samples, top_p=p)] + sampled(n=1, top_k=1)
+    support = round(study.n_samples + len(study.nucleus) * study.nucleus_samples + 2 + PROVO_RESPONSE_TYPES
+                    / PROVO_POSITIONS)  # fmt: skip  # at most every sample distinct, the corpus word, the responses
+    scored = support_requests(contexts, [[w] * support for w in words])
+    plan("provo/biased", [*nucleus, *scored], n, contexts, sample_tokens=drawn)
+    pairs = [plan.tokenizer(c)["input_ids"] for c in contexts]
+    plan("provo/tokens", [TokenLogprobsRequest(tuple(p), (0,)) for p in pairs], n, contexts)
+    example = [ContinuationRequest(c, (" " + w,)) for c, w in zip(contexts, words, strict=True)]
+    plan("provo/example", example, n, contexts)
 
 
-def _sni_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> tuple[dict[int, float], float]:
+def _sni(cfg: Config, data: Path, plan: Planner, sample: int) -> None:
     from unsure.labelbias.prompts import item_context
-    from unsure.labelbias.requests import continuation
+    from unsure.labelbias.requests import label_requests
     from unsure.labelbias.tasks import draw_instances, read_task, rejection, task_names
 
     lb = cfg.studies.labelbias
     root = _need(data / "sni" / "raw", "SNI tasks")
     ks = sorted({*lb.shots, *(lb.lora.shots if lb.lora.enabled else ())})
     contexts: dict[int, list[str]] = {k: [] for k in ks}
-    labels: list[str] = []
+    labels: list[tuple[str, ...]] = []
     names = task_names(root)
     for name in [names[i] for i in sorted(set(np.linspace(0, len(names) - 1, min(len(names), 40)).astype(int)))]:
         task = read_task(_need(root / "tasks" / f"{name}.json", "an SNI task listed in tasks.txt"))
@@ -378,34 +385,33 @@ def _sni_lengths(cfg: Config, data: Path, count: Counter, sample: int) -> tuple[
         inputs = drawn.loc[drawn["split"] == "eval", "input"].head(max(1, sample // 10)).tolist()
         for k in ks:
             contexts[k] += [item_context(task.definition, pool, x, min(k, len(pool)), 0) for x in inputs]
-        labels += [continuation(label) for label in task.labels]
+        labels += [tuple(task.labels)] * len(inputs)
     if not labels:
         raise EstimateError(f"{root}: no task passes the label-bias filter with the config's sizes")
-    return {k: float(count(v).mean()) for k, v in contexts.items()}, float(count(labels, special=False).mean())
+    for k, mine in contexts.items():  # the scorer's one pass scores both scorings: the EOS after each label
+        plan(f"sni/{k}", label_requests(mine, labels, eos=True), len(mine), mine)
+        plan(f"sni/train/{k}", label_requests(mine, [t[:1] for t in labels], eos=True), len(mine), mine)
 
 
-def _mcqa_lengths(
-    cfg: Config, data: Path, count: Counter, encoder_tokenizer: Any, sample: int
-) -> dict[str, dict[str, float]]:
+def _mcqa(cfg: Config, data: Path, plan: Planner, encoder: Any, sample: int) -> None:
     from unsure.decisionrisk.data import load_benchmark
-    from unsure.decisionrisk.requests import verbal_prompt
+    from unsure.decisionrisk.requests import likelihood_requests, verbal_requests
 
     dr = cfg.studies.decisionrisk
-    out: dict[str, dict[str, float]] = {"prompt": {}, "choice": {}, "verbal": {}, "pair": {}}
     for b in dr.benchmarks:
         frame = _evenly(load_benchmark(_need(data / "mcqa" / "raw" / b, f"{b} files"), b, "val"), sample)
         prompts, choices = frame["prompt"].tolist(), [list(c) for c in frame["choices"]]
-        out["prompt"][b] = float(count(prompts).mean())
-        out["choice"][b] = float(count((" " + c for cs in choices for c in cs), special=False).mean())
-        out["verbal"][b] = float(count(verbal_prompt(p, c) for p, c in zip(prompts, choices, strict=True)).mean())
-        if encoder_tokenizer is not None:
+        texts = [" ".join([p, *c]) for p, c in zip(prompts, choices, strict=True)]
+        plan(f"mcqa/{b}", likelihood_requests(prompts, choices), len(prompts), texts)
+        verbal = verbal_requests(prompts, choices, chat=str, max_new_tokens=dr.verbal_max_new_tokens)
+        plan(f"mcqa/verbal/{b}", verbal, len(prompts), [r.prompt for r in verbal])
+        plan.out[f"mcqa/text/{b}"] = float(token_counter(plan.tokenizer, plan.per_word)(texts).mean())
+        if encoder is not None:
             first = [p for p, cs in zip(prompts, choices, strict=True) for _ in cs]
             second = [c for cs in choices for c in cs]
-            enc = encoder_tokenizer(first, second, truncation="longest_first", max_length=dr.finetune.max_length)
+            enc = encoder(first, second, truncation="longest_first", max_length=dr.finetune.max_length)
             per_row = np.array([len(i) for i in enc["input_ids"]]).reshape(len(prompts), -1).max(axis=1)
-            batches = [per_row[i : i + 16].max() for i in range(0, len(per_row), 16)]
-            out["pair"][b] = float(np.mean(batches))
-    return out
+            plan.out[f"mcqa/pair/{b}"] = float(np.mean([per_row[i : i + 16].max() for i in range(0, len(per_row), 16)]))
 
 
 def measure(
@@ -417,35 +423,22 @@ def measure(
     sample: int = 200,
     per_word: float | None = None,
     source: str = "",
-) -> Lengths:
-    """Tokens per request part of every configured study, on prompts built from the raw data under ``data``."""
-    count = token_counter(tokenizer, per_word)
-    risk = _risk_lengths(cfg, data, count, sample) if cfg.studies.riskscores.models else {}
-    provo = _provo_lengths(cfg, data, count, sample) if cfg.studies.nextword.models else {}
-    sni, label = _sni_lengths(cfg, data, count, sample) if cfg.studies.labelbias.models else ({}, 0.0)
-    mcqa = (
-        _mcqa_lengths(cfg, data, count, encoder_tokenizer, sample)
-        if cfg.studies.decisionrisk.models or cfg.studies.decisionrisk.encoder
-        else {}
-    )
-    return Lengths(
-        risk_mc=risk.get("mc", {}),
-        risk_numeric=risk.get("numeric", {}),
-        risk_plain=risk.get("plain", {}),
-        risk_evidence=risk.get("evidence", {}),
-        risk_order_tail=risk.get("tail", {}),
-        provo_context=provo.get("context", 0.0),
-        provo_sample=provo.get("sample", 0.0),
-        provo_single=provo.get("single", 0.0),
-        provo_list=provo.get("list", 0.0),
-        sni_context=sni,
-        sni_label=label,
-        mcqa_prompt=mcqa.get("prompt", {}),
-        mcqa_choice=mcqa.get("choice", {}),
-        mcqa_verbal=mcqa.get("verbal", {}),
-        mcqa_pair=mcqa.get("pair", {}),
-        source=source or str(data),
-    )
+) -> Measured:
+    """Engine tokens per unit of every configured study's requests, built from the raw data under ``data``."""
+    return measure_with(Planner(tokenizer, per_word), cfg, data, encoder_tokenizer, sample=sample, source=source)
+
+
+def measure_with(plan: Planner, cfg: Config, data: Path, encoder: Any, *, sample: int, source: str) -> Measured:
+    """:func:`measure` into ``plan``, which keeps the requests it counted."""
+    if cfg.studies.riskscores.models:
+        _risk(cfg, data, plan, sample)
+    if cfg.studies.nextword.models:
+        _provo(cfg, data, plan, sample)
+    if cfg.studies.labelbias.models:
+        _sni(cfg, data, plan, sample)
+    if cfg.studies.decisionrisk.models or cfg.studies.decisionrisk.encoder:
+        _mcqa(cfg, data, plan, encoder, sample)
+    return Measured(plan.out, source or str(data))
 
 
 # --------------------------------------------------------------------------- requests per model
@@ -482,43 +475,6 @@ def task_features(cfg: Config, task: str) -> tuple[str, ...]:
     return tuple(spec.features or FOLKTABLES[str(spec.based_on)].features)
 
 
-def _riskscores(cfg: Config, L: Lengths) -> list[Work]:
-    from unsure.riskscores.analysis import evidence_steps
-
-    study, out = cfg.studies.riskscores, []
-    orders = 2 if study.both_orders else 1
-    # the second option order runs only its tail: the engine packs a row's orders on their shared features
-    again = 1 if study.both_orders else 0
-    for m in study.models:
-        entry = cfg.models[m]
-        api, chat = entry.backend == "openai", CHAT_TOKENS if entry.instruct else 0
-        first = True  # a job scores every task and prompting of its model and shard: one load per job
-        for t in study.tasks:
-            rows = min(study.n_eval, ACS_POPULATION.get(t, study.n_eval)) + study.threshold_rows
-            for p in study.prompting:
-                if p == "multiple_choice":  # one packed sequence per row and its orders, one position per order
-                    tokens, requests = rows * (L.risk_mc[t] + chat + again * L.risk_order_tail[t]), rows * orders
-                else:  # the prompt once, then the first digit through the KV cache
-                    tokens = rows * (L.risk_numeric[t] + chat + 1)
-                    requests = rows * (1 if entry.instruct else 2)  # chat APIs: one free-form reply
-                loads, first = (study.shards if first else 0), False
-                work = _work("riskscores", "riskscores_infer", m, {"rs_model": m}, api, tokens, requests, loads)
-                out.append(replace(work, kind="numeric" if p == "numeric" else "risk_scores"))
-            n = min(study.importance.rows, study.n_eval)
-            if m in study.analysis_models("importance") and t in study.analysis_tasks("importance"):
-                scorings = n * (1 + len(task_features(cfg, t))) * orders  # unpermuted, then each feature permuted
-                match = {"rs_model": m, "rs_task": t}
-                tokens = scorings / orders * (L.risk_plain[t] + chat + again * L.risk_order_tail[t])
-                out.append(_work("riskscores", "riskscores_importance", m, match, api, tokens, scorings, 1))
-            n = min(study.evidence.rows, study.n_eval)
-            if m in study.analysis_models("evidence") and t in study.analysis_tasks("evidence"):
-                scorings = n * len(evidence_steps(task_features(cfg, t))) * orders
-                match = {"rs_model": m, "rs_task": t}
-                tokens = scorings / orders * (L.risk_evidence[t] + chat + again * L.risk_order_tail[t])
-                out.append(_work("riskscores", "riskscores_evidence", m, match, api, tokens, scorings, 1))
-    return out
-
-
 def _work(
     study: str, rule: str, model: str, match: dict[str, str], api: bool, tokens: float, requests: float, loads: int
 ) -> Work:
@@ -527,69 +483,82 @@ def _work(
     return Work(study, rule, model, match, tokens=tokens, loads=loads)
 
 
-def _nextword(cfg: Config, L: Lengths) -> list[Work]:
-    study, out = cfg.studies.nextword, []
-    positions = PROVO_POSITIONS * (len(study.passages) / PROVO_PASSAGES if study.passages else 1)
-    per_position_words = PROVO_RESPONSE_TYPES / PROVO_POSITIONS
+def _riskscores(cfg: Config, M: Measured) -> list[Work]:
+    from unsure.riskscores.analysis import evidence_steps
+
+    study, out = cfg.studies.riskscores, []
+    orders = 2 if study.both_orders else 1
     for m in study.models:
         entry = cfg.models[m]
-        api = entry.backend == "openai"
-        n = study.n_samples_large if m in study.large_models else study.n_samples
-        calls = math.ceil(n / 128)  # the API's n is at most 128 per request
-        modes = list(study.chat_modes) if entry.instruct else [f"t{t:g}" for t in study.temperatures]
-        for mode in modes:
-            # Word sampling: the context once, its cache copied, ~n x (word + 1) decoding steps.
-            if mode == "single":
-                tokens, requests = positions * (L.provo_single + CHAT_TOKENS + n * L.provo_sample), positions * calls
-            elif mode == "list":  # one greedy reply of at most 4n + 16 tokens (an upper bound)
-                tokens, requests = positions * (L.provo_list + CHAT_TOKENS + 4 * n + 16), positions
-            else:
-                tokens, requests = positions * (L.provo_context + n * L.provo_sample), positions * calls
-            match = {"model": m, "mode": mode}
-            out.append(_work("nextword", "nextword_sample", m, match, api, tokens, requests, study.shards))
-        if m in study.biased_models:
-            nucleus = len(study.nucleus) * study.nucleus_samples + 1  # nucleus samples and the greedy word
-            # support: at most every sample distinct, plus the corpus word and the human responses
-            support = n + nucleus + 1 + per_position_words
-            contexts = len(study.nucleus) + 2  # one cache per nucleus p and for greedy, one scoring pass
-            tokens = positions * (contexts * L.provo_context + (nucleus + support) * L.provo_sample)
-            out.append(_work("nextword", "nextword_biased", m, {"model": m}, api, tokens, 0, study.shards))
-        if m in study.token_models:
-            out.append(_work("nextword", "nextword_tokens", m, {"model": m}, api, positions * L.provo_context, 0, 1))
-    ft = study.finetune
-    if ft.model is not None:
-        first, last = ft.passages
-        examples = PROVO_RESPONSE_TYPES * (last - first + 1) / PROVO_PASSAGES
-        per_example = L.provo_context + L.provo_sample
-        n = ft.n_samples
-        for fold in range(ft.folds):
-            train, held = examples * (ft.folds - 1) / ft.folds, examples / ft.folds
-            held_positions = PROVO_POSITIONS * (last - first + 1) / PROVO_PASSAGES / ft.folds
-            out.append(
-                Work(
-                    "nextword",
-                    "nextword_finetune",
-                    ft.model,
-                    {"fold": str(fold)},
-                    tokens=(train + (ft.epochs + 1) * held) * per_example,  # the loss curves, no gradient
-                    train_tokens=ft.epochs * train * per_example,
-                    loads=1,
-                )
-            )
-            out.append(
-                Work(
-                    "nextword",
-                    "nextword_finetune_sample",
-                    ft.model,
-                    {"fold": str(fold)},
-                    tokens=2 * held_positions * (L.provo_context + n * L.provo_sample),  # before and after
-                    loads=2,
-                )
-            )
+        api, chat = entry.backend == "openai", CHAT_TOKENS if entry.instruct else 0
+        first = True  # a job scores every task and prompting of its model and shard: one load per job
+        for t in study.tasks:
+            rows = min(study.n_eval, ACS_POPULATION.get(t, study.n_eval)) + study.threshold_rows
+            for p in study.prompting:
+                if p == "multiple_choice":
+                    tokens, requests = rows * (M[f"risk/mc/{t}"] + chat), rows * orders
+                else:  # chat APIs: one free-form reply
+                    tokens, requests = (
+                        rows * (M[f"risk/numeric/{t}"] + chat),
+                        rows * (1 if entry.instruct else 2),
+                    )
+                loads, first = (study.shards if first else 0), False
+                work = _work("riskscores", "riskscores_infer", m, {"rs_model": m}, api, tokens, requests, loads)
+                out.append(replace(work, kind="numeric" if p == "numeric" else "risk_scores"))
+            match = {"rs_model": m, "rs_task": t}
+            if m in study.analysis_models("importance") and t in study.analysis_tasks("importance"):
+                rows = min(study.importance.rows, study.n_eval) * (1 + len(task_features(cfg, t)))  # each permuted
+                tokens = rows * (M[f"risk/plain/{t}"] + chat)
+                out.append(_work("riskscores", "riskscores_importance", m, match, api, tokens, rows * orders, 1))
+            if m in study.analysis_models("evidence") and t in study.analysis_tasks("evidence"):
+                rows = min(study.evidence.rows, study.n_eval) * len(evidence_steps(task_features(cfg, t)))
+                tokens = rows * (M[f"risk/evidence/{t}"] + chat)
+                out.append(_work("riskscores", "riskscores_evidence", m, match, api, tokens, rows * orders, 1))
     return out
 
 
-def _labelbias(cfg: Config, L: Lengths) -> list[Work]:
+def _nextword(cfg: Config, M: Measured) -> list[Work]:
+    study, out = cfg.studies.nextword, []
+    positions = PROVO_POSITIONS * (len(study.passages) / PROVO_PASSAGES if study.passages else 1)
+    for m in study.models:
+        entry = cfg.models[m]
+        api, large = entry.backend == "openai", "_large" if m in study.large_models else ""
+        n = study.n_samples_large if large else study.n_samples
+        calls = math.ceil(n / 128)  # the API's n is at most 128 per request
+        modes = list(study.chat_modes) if entry.instruct else [f"t{t:g}" for t in study.temperatures]
+        for mode in modes:
+            if mode == "single":
+                tokens, requests = positions * (M[f"provo/single{large}"] + CHAT_TOKENS), positions * calls
+            elif mode == "list":
+                tokens, requests = positions * (M["provo/list"] + CHAT_TOKENS), positions
+            else:
+                tokens, requests = positions * M[f"provo/sample{large}"], positions * calls
+            match = {"model": m, "mode": mode}
+            out.append(_work("nextword", "nextword_sample", m, match, api, tokens, requests, study.shards))
+        if m in study.biased_models:
+            tokens = positions * M["provo/biased"]
+            out.append(_work("nextword", "nextword_biased", m, {"model": m}, api, tokens, 0, study.shards))
+        if m in study.token_models:
+            out.append(_work("nextword", "nextword_tokens", m, {"model": m}, api, positions * M["provo/tokens"], 0, 1))
+    ft = study.finetune
+    if ft.model is not None:
+        share = (ft.passages[1] - ft.passages[0] + 1) / PROVO_PASSAGES
+        examples, held_positions = PROVO_RESPONSE_TYPES * share, PROVO_POSITIONS * share / ft.folds
+        for fold in range(ft.folds):
+            train, held = examples * (ft.folds - 1) / ft.folds, examples / ft.folds
+            per_example, match = M["provo/example"], {"fold": str(fold)}
+            out.append(
+                Work("nextword", "nextword_finetune", ft.model, match, loads=1,
+                     tokens=(train + (ft.epochs + 1) * held) * per_example,  # the loss curves, no gradient
+                     train_tokens=ft.epochs * train * per_example)
+            )  # fmt: skip
+            sample = M["provo/sample_large" if ft.n_samples == study.n_samples_large else "provo/sample"]
+            tokens = 2 * held_positions * sample  # before and after
+            out.append(Work("nextword", "nextword_finetune_sample", ft.model, match, tokens=tokens, loads=2))
+    return out
+
+
+def _labelbias(cfg: Config, M: Measured) -> list[Work]:
     from unsure.labelbias.prompts import variants
 
     study, out = cfg.studies.labelbias, []
@@ -598,8 +567,8 @@ def _labelbias(cfg: Config, L: Lengths) -> list[Work]:
     evals = [min(study.n_eval, n - held - pool) for n in kept]
     chat = CHAT_TOKENS if study.chat_template else 0
 
-    def request(k: int) -> float:  # a context and all labels as continuations, packed in one sequence
-        return L.sni_context[k] + chat + SNI_LABELS * L.sni_label
+    def request(k: int) -> float:  # a context and its labels
+        return M[f"sni/{k}"] + chat
 
     pairs = variants(study.shots, study.demonstration_sets)
     per_context = sum(evals) + len(kept) * (held + len(study.content_free_inputs) + study.domain_inputs)
@@ -614,54 +583,33 @@ def _labelbias(cfg: Config, L: Lengths) -> list[Work]:
         # the other protocol's DC and content-free contexts, rescored alone (and the few prompts the
         # token limit cuts, left out here); every prompt is also tokenised, on the CPU
         flipped = len(kept) * (study.domain_inputs + len(study.content_free_inputs))
-        out.append(
-            _work(
-                "labelbias",
-                "labelbias_differences",
-                m,
-                {"lb_model": m},
-                api,
-                flipped * sum(request(k) for k, _ in pairs),
-                flipped * len(pairs),
-                1,
-            )
-        )
+        tokens, requests = flipped * sum(request(k) for k, _ in pairs), flipped * len(pairs)
+        out.append(_work("labelbias", "labelbias_differences", m, {"lb_model": m}, api, tokens, requests, 1))
         if m not in lora_models:
             continue
         runs = [(k, s) for k in lora.shots for s in range(min(study.sets_of(k), lora.demonstration_sets))]
+
+        def tuned(k: int) -> tuple[float, float]:  # scoring with the merged adapter; its training examples
+            train = len(kept) * lora.epochs * lora.n_train * (M[f"sni/train/{k}"] + chat)
+            return (sum(evals) + len(kept) * held) * request(k), train
+
         for i, (k, _) in enumerate(runs):  # a job fine-tunes its tasks under every (k, set): one base load
-            out.append(
-                Work(
-                    "labelbias",
-                    "labelbias_lora",
-                    m,
-                    {"lb_model": m},
-                    tokens=(sum(evals) + len(kept) * held) * request(k),  # scoring with the merged adapter
-                    train_tokens=len(kept) * lora.epochs * lora.n_train * (L.sni_context[k] + chat + L.sni_label),
-                    loads=(lora.shards if i == 0 else 0) + len(kept),  # base + adapter per task and run
-                )
-            )
+            tokens, train = tuned(k)
+            loads = (lora.shards if i == 0 else 0) + len(kept)  # base + adapter per task and run
+            match = {"lb_model": m}
+            out.append(Work("labelbias", "labelbias_lora", m, match, tokens=tokens, train_tokens=train, loads=loads))
         # the LoRA differences flipped alone (unsure.labelbias.finetune.lora_flip_plan): every task fine-tuned
         # again and scored, the targets at the first run, the example selection at the first run of a set >= 1
         again = [k for k, _ in runs[:1]] + [k for k, s in runs if s >= 1][:1]
         if again:
-            out.append(
-                Work(
-                    "labelbias",
-                    "labelbias_lora_differences",
-                    m,
-                    {"lb_model": m},
-                    tokens=sum((sum(evals) + len(kept) * held) * request(k) for k in again),
-                    train_tokens=sum(
-                        len(kept) * lora.epochs * lora.n_train * (L.sni_context[k] + chat + L.sni_label) for k in again
-                    ),
-                    loads=sum(1 + len(kept) for _ in again),  # the base, then base + adapter per task, per flip
-                )
-            )
+            tokens, train = (sum(x) for x in zip(*(tuned(k) for k in again), strict=True))
+            loads = sum(1 + len(kept) for _ in again)  # the base, then base + adapter per task, per flip
+            out.append(Work("labelbias", "labelbias_lora_differences", m, {"lb_model": m}, tokens=tokens,
+                            train_tokens=train, loads=loads))  # fmt: skip
     return out
 
 
-def _decisionrisk(cfg: Config, L: Lengths) -> list[Work]:
+def _decisionrisk(cfg: Config, M: Measured) -> list[Work]:
     study, out = cfg.studies.decisionrisk, []
     benchmarks = list(study.benchmarks) if study.encoder else []
     copies = 1 + len(study.injections)
@@ -670,53 +618,41 @@ def _decisionrisk(cfg: Config, L: Lengths) -> list[Work]:
         entry = cfg.models[m]
         tokens = requests = 0.0
         for b in benchmarks:
-            if entry.backend == "hf":  # every choice a continuation of the prompt, one packed sequence
-                tokens += val[b] * (L.mcqa_prompt[b] + MCQA_SIZES[b][2] * L.mcqa_choice[b])
+            if entry.backend == "hf":
+                tokens += val[b] * M[f"mcqa/{b}"]
             elif not entry.instruct:
                 requests += val[b]  # completions with echo; chat APIs give no log-likelihoods
-            if entry.instruct:  # a confidence per choice: the prompt and a reply of at most max_new_tokens
-                tokens += val[b] * (L.mcqa_verbal[b] + CHAT_TOKENS + study.verbal_max_new_tokens)
+            if entry.instruct:  # a confidence per choice
+                tokens += val[b] * (M[f"mcqa/verbal/{b}"] + CHAT_TOKENS)
                 requests += val[b]
         api = entry.backend == "openai"
-        out.append(
-            _work("decisionrisk", "decisionrisk_generative", m, {"model": m}, api, tokens, requests, study.shards)
-        )
+        match = {"model": m}
+        out.append(_work("decisionrisk", "decisionrisk_generative", m, match, api, tokens, requests, study.shards))
     if study.encoder:
-        settings = study.finetune
         for b in benchmarks:
             train, _, k = MCQA_SIZES[b]
-            train = min(study.n_train, train)
-            pair = L.mcqa_pair[b]
+            train, pair = min(study.n_train, train), M[f"mcqa/pair/{b}"]
             scored = (train + min(study.n_val, MCQA_SIZES[b][1])) * copies  # both splits, injected copies too
+            train_tokens = study.finetune.epochs * train * k * pair
+            match = {"benchmark": b}
             out.append(
-                Work(
-                    "decisionrisk",
-                    "decisionrisk_encoder",
-                    study.encoder,
-                    {"benchmark": b},
-                    tokens=scored * k * pair,
-                    train_tokens=settings.epochs * train * k * pair,
-                    loads=2,
-                )
+                Work("decisionrisk", "decisionrisk_encoder", study.encoder, match, scored * k * pair, train_tokens, 2)
             )
-        texts = sum(
-            (min(study.n_train, MCQA_SIZES[b][0]) + min(study.n_val, MCQA_SIZES[b][1])) * (1 + MCQA_SIZES[b][2])
+        tokens = sum(  # every distinct prompt and choice, embedded once
+            (min(study.n_train, MCQA_SIZES[b][0]) + min(study.n_val, MCQA_SIZES[b][1])) * M[f"mcqa/text/{b}"]
             for b in benchmarks
-        )  # every distinct prompt and choice, embedded once
-        mean = np.mean(
-            [(L.mcqa_prompt[b] + MCQA_SIZES[b][2] * L.mcqa_choice[b]) / (1 + MCQA_SIZES[b][2]) for b in benchmarks]
         )
-        out.append(Work("decisionrisk", "decisionrisk_similarity", study.embedder, {}, tokens=texts * mean, loads=1))
+        out.append(Work("decisionrisk", "decisionrisk_similarity", study.embedder, {}, tokens=tokens, loads=1))
     return out
 
 
-def model_work(cfg: Config, lengths: Lengths) -> list[Work]:
+def model_work(cfg: Config, measured: Measured) -> list[Work]:
     """Every inference and training rule's work, per model (and task, mode, k ...: whatever its jobs share)."""
     return [
-        *_riskscores(cfg, lengths),
-        *_nextword(cfg, lengths),
-        *_labelbias(cfg, lengths),
-        *_decisionrisk(cfg, lengths),
+        *_riskscores(cfg, measured),
+        *_nextword(cfg, measured),
+        *_labelbias(cfg, measured),
+        *_decisionrisk(cfg, measured),
     ]
 
 
@@ -924,7 +860,7 @@ def report(
     configfile: str,
     jobs: Sequence[Job],
     cost: Sequence[Cost],
-    lengths: Lengths,
+    measured: Measured,
     *,
     gpu_counts: Sequence[int],
     mfu: float | Utilisation,
@@ -940,7 +876,7 @@ def report(
     used = mfu.describe() if isinstance(mfu, Utilisation) else f"MFU {mfu:.2f}"
     out = [
         f"Estimate for `{configfile}`: {len(jobs):,} jobs in the DAG{built}. {used}, {peak_tflops:g} TFLOP/s "
-        f"and {gpu_memory_gb:g} GB per GPU; prompt lengths from {lengths.source}.",
+        f"and {gpu_memory_gb:g} GB per GPU; prompt lengths from {measured.source}.",
         "",
     ]
     rows: list[tuple[str, ...]] = []
@@ -1060,10 +996,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         named = "the zoo tokenizer" if zoo else f"the tokenizer in `{args.tokenizer}`"
         counted = f"{args.tokens_per_word:g} tokens per word" if args.tokens_per_word else named
         source = f"`{args.data}` ({'the demo' if demo else 'downloaded'} data, {counted})"
-        lengths = measure(
+        measured = measure(
             cfg, data, tokenizer, encoder, sample=args.sample, per_word=args.tokens_per_word, source=source
         )
-        work = model_work(cfg, lengths)
+        work = model_work(cfg, measured)
         cost = costs(cfg, work, jobs, mfu=mfu, peak_tflops=args.peak_tflops, load_gb_per_s=args.load_gb_per_s)
     except (ConfigError, EstimateError) as err:
         print(f"bench/scale.py: {err}", file=sys.stderr)
@@ -1074,7 +1010,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.configfile,
         jobs,
         cost,
-        lengths,
+        measured,
         gpu_counts=counts,
         dag_seconds=seconds,
         top=args.top,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sys
@@ -40,29 +41,21 @@ HAND = {
 }  # fmt: skip
 
 
-def lengths(cfg: Config, value: float = 10.0, **risk: float) -> scale.Lengths:
-    """Every length the config's work needs, each ``value`` (riskscores' from ``risk`` when given)."""
-    tasks = cfg.studies.riskscores.tasks
-    lb = cfg.studies.labelbias
-    ks = {*lb.shots, *lb.lora.shots}
-    benchmarks = cfg.studies.decisionrisk.benchmarks
-    return scale.Lengths(
-        risk_mc={t: risk.get("mc", value) for t in tasks},
-        risk_numeric={t: risk.get("numeric", value) for t in tasks},
-        risk_plain={t: risk.get("plain", value) for t in tasks},
-        risk_evidence={t: risk.get("evidence", value) for t in tasks},
-        risk_order_tail={t: risk.get("tail", value) for t in tasks},
-        provo_context=value,
-        provo_sample=value,
-        provo_single=value,
-        provo_list=value,
-        sni_context=dict.fromkeys(ks, value),
-        sni_label=value,
-        mcqa_prompt=dict.fromkeys(benchmarks, value),
-        mcqa_choice=dict.fromkeys(benchmarks, value),
-        mcqa_verbal=dict.fromkeys(benchmarks, value),
-        mcqa_pair=dict.fromkeys(benchmarks, value),
-    )
+class Every(dict[str, float]):
+    """Engine tokens per unit of every request set, each ``value`` (riskscores' ``risk/<set>/...`` from ``risk``)."""
+
+    def __init__(self, value: float = 10.0, **risk: float) -> None:
+        super().__init__()
+        self.value, self.risk = value, risk
+
+    def __missing__(self, key: str) -> float:
+        study, kind, *_ = key.split("/")
+        return self.risk.get(kind, self.value) if study == "risk" else self.value
+
+
+def lengths(cfg: Config, value: float = 10.0, **risk: float) -> scale.Measured:
+    """What :func:`scale.measure` gives, each per-unit count ``value`` (riskscores' from ``risk`` when given)."""
+    return scale.Measured(Every(value, **risk))
 
 
 def listing(jobs: list[tuple[str, dict[str, str], int | None]]) -> str:
@@ -107,16 +100,16 @@ def test_dry_run_listing_is_read_job_by_job_and_checked_against_its_stats() -> N
 
 def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     cfg = parse_config(HAND)
-    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50, tail=12))
+    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50))
     by = {(w.rule, w.model, w.kind): w for w in work}
     rows = 1000 + 10  # evaluation rows and the threshold rows
     mc = by[("riskscores_infer", "m7", "risk_scores")]
-    # both option orders in one packed sequence: the prompt, then the second order's 12-token tail; a load per
-    # shard, counted once for the job's every task and prompting
-    assert mc.tokens == rows * (100 + 12) and mc.loads == 2 and not mc.api
+    # the engine's tokens per row (both option orders, as the planner counts them); a load per shard, counted
+    # once for the job's every task and prompting
+    assert mc.tokens == rows * 100 and mc.loads == 2 and not mc.api
     numeric = by[("riskscores_infer", "m7", "numeric")]
-    assert numeric.tokens == rows * (90 + 1) and numeric.loads == 0  # the prompt once, one cached digit
-    assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * (80 + 12)  # ACSIncome: 10 features
+    assert numeric.tokens == rows * 90 and numeric.loads == 0
+    assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * 80  # ACSIncome: 10 features
     assert by[("riskscores_infer", "chat-api", "risk_scores")].requests == rows * 2
     assert by[("riskscores_infer", "chat-api", "numeric")].requests == rows  # one free-form chat reply
     assert by[("riskscores_infer", "chat-api", "numeric")].tokens == 0
@@ -126,7 +119,7 @@ def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     cost = {(c.work.rule, c.work.model, c.work.kind): c for c in
             scale.costs(cfg, work, jobs, mfu=0.5, peak_tflops=100, load_gb_per_s=1)}  # fmt: skip
     c = cost[("riskscores_infer", "m7", "risk_scores")]
-    seconds = 2 * 7.24e9 * 113_120 / (0.5 * 100e12) + 2 * (2 * 7.24e9 / 1e9)  # compute + two loads of 14.48 GB
+    seconds = 2 * 7.24e9 * 101_000 / (0.5 * 100e12) + 2 * (2 * 7.24e9 / 1e9)  # compute + two loads of 14.48 GB
     assert (c.jobs, c.gpus) == (2, 1)
     assert c.job_hours == pytest.approx(seconds / 2 / 3600)
     assert c.gpu_hours == pytest.approx(seconds / 3600)
@@ -137,7 +130,7 @@ def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     assert "80 GB per GPU" in text  # the config's gpu_memory_gb
     assert "| riskscores | 8 | 3 |" in text  # 4 inference, 2 importance, 1 evidence, 1 metrics job
     # the longest job: an m7 shard, its multiple-choice and numeric work together
-    numeric_seconds = 2 * 7.24e9 * rows * (90 + 1) / (0.5 * 100e12)
+    numeric_seconds = 2 * 7.24e9 * rows * 90 / (0.5 * 100e12)
     longest = (seconds + numeric_seconds) / 2 / 3600
     assert f"Longest job: `riskscores_infer` (rs_model=m7, rs_shard=0), 1 GPUs, {scale._h(longest)} h." in text
     assert "| gpt-4o-mini" not in text and "| chat-api | riskscores | 3.03k |" in text
@@ -234,7 +227,7 @@ def generated_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_measured_lengths_follow_the_prompt_builders(generated_data: Path) -> None:
+def test_measured_tokens_follow_the_request_functions(generated_data: Path) -> None:
     from unsure.zoo.build import train_tokenizer, training_texts
 
     texts = training_texts(seed=0, n_sentences=1000)
@@ -245,18 +238,46 @@ def test_measured_lengths_follow_the_prompt_builders(generated_data: Path) -> No
     cfg = parse_config(raw)
     got = scale.measure(cfg, generated_data, tok, enc, sample=30)
     floor = scale.measure(cfg, generated_data, tok, enc, sample=30, per_word=scale.TOKENS_PER_WORD)
-    for task in cfg.studies.riskscores.tasks:
-        assert got.risk_mc[task] > got.risk_plain[task] > got.risk_evidence[task] > 0  # shots; fewer features
-        assert got.risk_mc[task] >= floor.risk_mc[task]
-    ks = sorted(got.sni_context)
-    assert ks == [0, 2, 4] and all(got.sni_context[a] < got.sni_context[b] for a, b in itertools.pairwise(ks))
-    assert got.provo_single > got.provo_context > 0 and got.provo_sample > 1
-    assert got.provo_context >= floor.provo_context
+    for task in cfg.studies.riskscores.tasks:  # shots; fewer features
+        assert got[f"risk/mc/{task}"] > got[f"risk/plain/{task}"] > got[f"risk/evidence/{task}"] > 0
+    ks = sorted({int(k.split("/")[1]) for k in got.tokens if k.startswith("sni/") and "train" not in k})
+    assert ks == [0, 2, 4] and all(got[f"sni/{a}"] < got[f"sni/{b}"] for a, b in itertools.pairwise(ks))
+    assert got["provo/sample"] > got["provo/tokens"] / 2 > 0  # the token level: a greedy pass, then the read
+    assert got["provo/example"] >= floor["provo/example"] / 2
     for b in cfg.studies.decisionrisk.benchmarks:
-        assert (
-            got.mcqa_verbal[b] > got.mcqa_prompt[b]
-            and 0 < got.mcqa_pair[b] <= cfg.studies.decisionrisk.finetune.max_length
-        )
+        assert 0 < got[f"mcqa/pair/{b}"] <= cfg.studies.decisionrisk.finetune.max_length
+        assert got[f"mcqa/verbal/{b}"] > got[f"mcqa/{b}"] / 2
+
+
+EXACT = ("risk/", "sni/", "mcqa/", "provo/tokens", "provo/example")
+"""The request sets whose counters a plan gives exactly (no replies or samples, which depend on the model)."""
+
+
+def test_measured_requests_cost_what_the_engine_counts_running_them(
+    generated_data: Path, tiny_models: dict[str, Path]
+) -> None:
+    from unsure.engine.hf import HFEngine
+
+    cfg = load_config(REPO / "config" / "demo.yaml")
+    engine = HFEngine(str(tiny_models["llama"]), token_budget=1 << 14)
+    plan = scale.Planner(engine.tokenizer)
+    scale.measure_with(plan, cfg, generated_data, None, sample=12, source="")
+    method = {"ChoiceRequest": engine.choice_probs, "ContinuationRequest": engine.continuation_scores,
+              "NumericRequest": engine.numeric, "TokenLogprobsRequest": engine.token_logprobs,
+              "WordSamplingRequest": engine.sample_words, "ReplyRequest": engine.generate}  # fmt: skip
+    kinds = set()
+    for key, (requests, _, planned) in plan.asked.items():
+        before = dataclasses.replace(engine.counters)
+        for kind in dict.fromkeys(type(r).__name__ for r in requests):
+            method[kind]([r for r in requests if type(r).__name__ == kind])
+            kinds.add(kind)
+        ran = [getattr(engine.counters, f) - getattr(before, f) for f in ("tokens", "forward_passes", "attended")]
+        want = [planned.tokens, planned.forward_passes, planned.attended]
+        if key.startswith(EXACT):
+            assert ran == want, key
+        else:  # replies at most their max_new_tokens; samples as the planner draws them, within a factor
+            assert 0 < ran[0] <= want[0] * 1.5, key
+    assert kinds == set(method)
 
 
 def test_missing_data_names_the_file(tmp_path: Path) -> None:
@@ -271,7 +292,6 @@ def test_missing_data_names_the_file(tmp_path: Path) -> None:
 def test_published_sizes_match_the_real_files(shared_data: Path) -> None:
     info = pd.read_csv(shared_data / "sni" / "splits" / "classification_tasks" / "test_tasks_info.csv")
     assert tuple(sorted(info["# Instances"])) == scale.SNI_TASK_INSTANCES
-    assert info["# Answer Choices"].mean() == pytest.approx(scale.SNI_LABELS)
     cloze = pd.read_csv(shared_data / "provo" / "provo_human_cloze_long.csv")
     assert (cloze["text_id"].nunique(), len(cloze[["text_id", "word_num"]].drop_duplicates())) == (
         scale.PROVO_PASSAGES,
@@ -334,7 +354,7 @@ def test_mfu_per_request_kind_and_nearest_shape_from_the_gpu_record(tmp_path: Pa
 
     # the hand-made config: the 7.24B model's risk scores at 40%, numeric at 35%, instead of 50% for both
     cfg = parse_config(HAND)
-    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50, tail=12))
+    work = scale.model_work(cfg, lengths(cfg, mc=100, numeric=90, plain=80, evidence=50))
     jobs = scale.parse_dag(listing(hand_dag()))
     flat = {
         (c.work.rule, c.work.kind): c

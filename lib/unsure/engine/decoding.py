@@ -24,7 +24,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from unsure.engine.forward import Runner, additive_mask, causal_pairs, shared_head
+from unsure.engine.forward import Counters, Runner, additive_mask, causal_pairs, shared_head
 from unsure.engine.requests import WordSamples, WordSamplingRequest
 from unsure.engine.tokens import Codec
 from unsure.engine.words import first_word
@@ -83,7 +83,7 @@ class Decoder:
         """``steps`` greedy tokens after each context, each the likeliest of ``allowed``
         (ties: the lowest id), in token-budget batches."""
         lengths = [len(c) + steps for c in contexts]
-        allowed_ids = torch.tensor(allowed, device=self.runner.model.get_output_embeddings().weight.device)
+        allowed_ids = torch.tensor(allowed, device=self.runner.head_device)
         launch = partial(self._greedy_batch, allowed=allowed_ids, steps=steps)
         return self.runner.pipelined(contexts, lengths, launch, _read_tokens)
 
@@ -100,8 +100,7 @@ class Decoder:
         """
         runner = self.runner
         start = time.perf_counter()
-        shortest = min(map(len, contexts))
-        head = shared_head(np.array([c[:shortest] for c in contexts]), [len(c) for c in contexts])
+        head, work = greedy_work(contexts, steps)
         ids, mask = runner.left_padded([c[head:] for c in contexts])
         positions = head + (mask.cumsum(dim=1) - 1).clamp(min=0)
         cache = None
@@ -125,13 +124,7 @@ class Decoder:
                 mask = torch.cat([mask, torch.ones_like(ids)], dim=1)
                 attention = additive_mask(mask[:, None, :].bool(), runner.dtype)
                 positions = positions[:, -1:] + 1
-        runner.count(
-            head + sum(len(c) - head for c in contexts) + len(contexts) * (steps - 1),
-            start,
-            passes=steps,
-            logits=len(contexts) * steps,
-            attended=causal_pairs([len(c) + steps - 1 for c in contexts]) - (len(contexts) - 1) * causal_pairs([head]),
-        )
+        runner.add(work, start)
         return runner.to_host(torch.cat(chosen, dim=1))
 
     def generate(self, contexts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
@@ -158,14 +151,7 @@ class Decoder:
         for row in out[:, width:].tolist():
             end = next((j + 1 for j, t in enumerate(row) if t in stops), len(row))
             new_tokens.append(row[:end])
-        steps = out.shape[1] - width
-        runner.count(
-            sum(len(c) for c in contexts) + sum(len(t) for t in new_tokens),
-            start,
-            passes=steps,
-            logits=len(contexts) * steps,
-            attended=causal_pairs([len(c) + len(t) for c, t in zip(contexts, new_tokens, strict=True)]),
-        )
+        runner.add(reply_work(contexts, [len(t) for t in new_tokens], out.shape[1] - width), start)
         texts: list[str] = self.codec.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
         return texts
 
@@ -286,7 +272,7 @@ class Decoder:
             use_cache=True,
         )
         logits = runner.logits(out.last_hidden_state[:, -1])
-        runner.count(sum(map(len, contexts)), start, logits=len(contexts), attended=causal_pairs(map(len, contexts)))
+        runner.add(context_work(contexts), start)
         return out.cache, logits, mask if padded else None
 
     def _decode_step(
@@ -307,8 +293,48 @@ class Decoder:
             cache=cache,
             use_cache=True,
         )
-        runner.count(len(tokens), start, logits=len(tokens), attended=sum(positions) + len(tokens))
+        runner.add(step_work(positions), start)
         return runner.logits(out.last_hidden_state[:, -1], reuse=True), mask  # the last step's are spent
+
+
+def greedy_work(contexts: Sequence[list[int]], steps: int) -> tuple[int, Counters]:
+    """The shared opening (:func:`shared_head`) of a greedy batch and its work: the prompts once
+    (the opening once for all rows), then one token per row for each later step."""
+    shortest = min(map(len, contexts))
+    head = shared_head(np.array([c[:shortest] for c in contexts]), [len(c) for c in contexts])
+    return head, Counters(
+        tokens=head + sum(len(c) - head for c in contexts) + len(contexts) * (steps - 1),
+        forward_passes=steps,
+        logit_rows=len(contexts) * steps,
+        attended=causal_pairs([len(c) + steps - 1 for c in contexts]) - (len(contexts) - 1) * causal_pairs([head]),
+    )
+
+
+def reply_work(contexts: Sequence[list[int]], replies: Sequence[int], steps: int) -> Counters:
+    """The work of a ``generate`` batch whose rows replied ``replies`` tokens in ``steps`` passes."""
+    return Counters(
+        tokens=sum(map(len, contexts)) + sum(replies),
+        forward_passes=steps,
+        logit_rows=len(contexts) * steps,
+        attended=causal_pairs([len(c) + n for c, n in zip(contexts, replies, strict=True)]),
+    )
+
+
+def context_work(contexts: Sequence[list[int]]) -> Counters:
+    """The work of the sampling contexts' pass: every token, the last position read."""
+    return Counters(
+        tokens=sum(map(len, contexts)),
+        forward_passes=1,
+        logit_rows=len(contexts),
+        attended=causal_pairs(map(len, contexts)),
+    )
+
+
+def step_work(positions: Sequence[int]) -> Counters:
+    """The work of one decoding step: a new token per row, at these positions, on its cache."""
+    return Counters(
+        tokens=len(positions), forward_passes=1, logit_rows=len(positions), attended=sum(positions) + len(positions)
+    )
 
 
 def _read_tokens(launched: tuple[torch.Tensor, Any]) -> list[list[int]]:

@@ -87,6 +87,14 @@ class Counters:
     attended: int = 0
     """Query-key pairs attention ran on, each token on its causal prefix (the model FLOPs of attention)."""
 
+    def add(self, work: Counters) -> None:
+        """Add another call's work (its seconds too)."""
+        self.tokens += work.tokens
+        self.forward_passes += work.forward_passes
+        self.seconds += work.seconds
+        self.logit_rows += work.logit_rows
+        self.attended += work.attended
+
 
 class Runner:
     """A loaded causal LM run in token-budget batches: the body, the output projection where
@@ -109,6 +117,11 @@ class Runner:
     def vocab_size(self) -> int:
         """Rows of the output projection."""
         return int(self.model.get_output_embeddings().out_features)
+
+    @property
+    def head_device(self) -> torch.device:
+        """Where the output projection runs (the last GPU of a device map)."""
+        return self.model.get_output_embeddings().weight.device
 
     # ------------------------------------------------------------------ batching
 
@@ -224,7 +237,7 @@ class Runner:
                 use_cache=cache is not None,
             ).last_hidden_state
             out = self._reads(hidden, dev, lay.head)
-        self.count(lay.tokens, None, logits=lay.logit_rows, attended=lay.attended)
+        self.add(lay.work)
         return _Launched(a, b, *self.to_host(out))
 
     def _reads(self, hidden: torch.Tensor, dev: dict[str, torch.Tensor], head: int) -> torch.Tensor:
@@ -318,12 +331,13 @@ class Runner:
         mask[rows, cols] = 1
         return self._to_device(ids), self._to_device(mask)
 
-    def count(self, tokens: int, start: float | None, *, passes: int = 1, logits: int = 0, attended: int = 0) -> None:
-        """Add one call's work to the counters (``start``: its ``perf_counter`` at the beginning, if timed)."""
-        self.counters.tokens += tokens
-        self.counters.attended += attended
-        self.counters.logit_rows += logits
-        self.counters.forward_passes += passes
+    def add(self, work: Counters, start: float | None = None) -> None:
+        """Add one call's work to the counters (``start``: its ``perf_counter`` at the beginning, if timed).
+
+        The work of a call is computed from its inputs alone (:meth:`Layout.work`, the decoding's
+        ``*_work`` functions), so that :func:`unsure.engine.plan.plan_counters` counts the same
+        without a model."""
+        self.counters.add(work)
         if start is not None:
             self.counters.seconds += time.perf_counter() - start
 
@@ -416,10 +430,19 @@ class Plan:
             },
             head=head,
             head_ids=ids[0, :head].tolist(),
-            tokens=head + int(valid[:, head:].sum()),
-            logit_rows=len(scored) + r.stop - r.start,
-            attended=int(((positions + 1) * valid).sum()) - (b - a - 1) * causal_pairs([head]),
+            work=Counters(
+                tokens=head + int(valid[:, head:].sum()),
+                forward_passes=1,
+                logit_rows=len(scored) + r.stop - r.start,
+                attended=int(((positions + 1) * valid).sum()) - (b - a - 1) * causal_pairs([head]),
+            ),
         )
+
+    def result_size(self, a: int, b: int) -> int:
+        """Length of the flat result of items ``a:b`` (:meth:`Runner._reads`): per scored token its
+        log-prob and greedy flag, per read its ids' log-probs."""
+        scored = int(self.score_start[b] - self.score_start[a])
+        return 2 * scored + int(self.read_start[b] - self.read_start[a]) * int(self.read_ids.shape[1])
 
     def results(self, launched: _Launched) -> list[PackedResult]:
         """One :class:`PackedResult` per item of a launched batch: its read (the one wait)."""
@@ -457,9 +480,8 @@ class Layout:
     arrays: dict[str, npt.NDArray[np.int64]]
     head: int
     head_ids: list[int]
-    tokens: int
-    logit_rows: int
-    attended: int
+    work: Counters
+    """What running it costs: tokens (the shared opening once), one forward pass, logit rows, attention pairs."""
 
 
 @dataclass
