@@ -78,6 +78,8 @@ of a request kind it does not time). ``bench/engine.py`` measured 0.52-0.64 for 
 0.58-0.70 for continuations on the project's 2-core CPU (43.7M-74M parameters); on one H200 the engine ran at 19%
 (1B) and 46% (8B) for risk scores and below that for the other kinds (issue 28), so this is optimistic."""
 MFU_FILE = "docs/engine-gpu.json"
+ESTIMATE_FILE = "docs/scale-estimate.md"
+"""Where the docs read the estimate for ``config/config.yaml`` (``--out``), so that no figure is pasted."""
 """``bench/gpu.py``'s record (relative to the repository root): MFU per request kind and model shape on one GPU."""
 PEAK_TFLOPS = 989.0
 """H100 SXM, dense bf16."""
@@ -975,6 +977,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tokens-per-word", type=float, help="count this many tokens per word instead of the zoo tokenizer (e.g. 1.33)"
     )
     parser.add_argument("--dag", help="a saved `snakemake -n --forceall` listing instead of running the dry run")
+    parser.add_argument("--out", help=f"also write the report to this file (the docs include {ESTIMATE_FILE})")
     args = parser.parse_args(argv)
     try:
         configfile = Path(args.configfile)
@@ -1018,6 +1021,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         peak_tflops=args.peak_tflops,
     )
     print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
     return 0
 
 
