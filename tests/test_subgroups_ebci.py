@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from scipy.optimize import linprog
 
-from unsure.subgroups.ebci import cva, cvb, ebci_moments, r, rho, rho0, robust_ebci, t0
+from unsure.subgroups.ebci import EBProblem, cva, cvb, ebci_moments, r, rho, rho0, robust_ebci, robust_ebcis, t0
 
 
 @pytest.mark.parametrize(
@@ -126,6 +126,36 @@ def test_vectorised_equals_one_at_a_time_and_keeps_shape() -> None:
     assert out.shape == (2, 2)
     for idx in np.ndindex(m2.shape):
         assert out[idx] == pytest.approx(float(cva(m2[idx], 3.0, 0.05)), rel=1e-12)
+
+
+def test_one_kurtosis_per_element_equals_one_call_per_kurtosis() -> None:
+    m2 = np.array([0.0, 0.1, 3.0, 0.1, 30.0, 1e-3, 4.0, 0.25])
+    kappa = np.array([3.0, 3.0, 3.0, 1.0, np.inf, 8.0, 20.0, 15.0])
+    out = cva(m2, kappa, 0.05)
+    for m, k, got in zip(m2, kappa, out, strict=True):
+        assert got == pytest.approx(float(cva(m, k, 0.05)), rel=1e-12), (m, k)
+    with pytest.raises(ValueError, match="kappa must be >= 1"):
+        cva(m2, np.where(kappa == 1.0, 0.5, kappa), 0.05)
+
+
+def test_many_problems_at_once_equal_each_alone() -> None:
+    """The subgroups evaluation finds a repetition's intervals in one root search."""
+    rng = np.random.default_rng(7)
+    problems = []
+    for n, spread in ((40, 1.0), (12, 0.3), (25, 0.0), (60, 2.0)):
+        se2 = rng.uniform(0.2, 1.0, n)
+        if not spread:  # no spread and no noise
+            se2 = np.zeros(n)
+        z = rng.normal(0, spread, n) + rng.normal(0, np.sqrt(se2))
+        problems.append(EBProblem(z, np.zeros(n), se2))
+    problems.append(EBProblem(problems[0].z, problems[0].prior_mean, problems[0].se2, kappa=np.inf))
+    together = robust_ebcis(problems, alpha=0.1)
+    for p, ci in zip(problems, together, strict=True):
+        alone = robust_ebci(p.z, p.prior_mean, p.se2, alpha=0.1, kappa=p.kappa)
+        assert ci.moments == alone.moments
+        np.testing.assert_allclose(ci.half_length, alone.half_length, rtol=1e-12)
+        np.testing.assert_array_equal(ci.estimate, alone.estimate)
+    assert np.isnan(together[2].half_length).all()  # no spread and no noise: nothing to say robustly
 
 
 @pytest.mark.parametrize(

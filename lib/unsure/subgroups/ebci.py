@@ -31,10 +31,11 @@ answer by far more than rounding: for ``κ = ∞`` it returns the Chebyshev boun
 unless the kurtosis bound lowers ``ρ`` there by more than ``1e-5``. So
 ``ρ(m2, κ, cva)`` lies in ``(α − 1e-5, α]`` rather than equalling ``α``.
 
-Everything is vectorised over ``m2`` (one ``κ`` and ``α`` per call, as in an
-EB problem): root finding uses :func:`scipy.optimize.elementwise.find_root`
-(Chandrupatla's method on all elements at once), so 500 distinct ``m2`` take
-a fraction of a second instead of 1.5 to 2 s each.
+Everything is vectorised over ``m2`` and ``κ`` (one ``α`` per call; one ``κ``
+per EB problem, so the intervals of many problems come from one call): root
+finding uses :func:`scipy.optimize.elementwise.find_root` (Chandrupatla's
+method on all elements at once), so 500 distinct ``m2`` take a fraction of a
+second instead of 1.5 to 2 s each.
 
 The moment estimates :func:`ebci_moments` follow ``ebci::ebci`` including its
 finite-sample corrections (``fs_correction = "PMT"``, posterior mean
@@ -43,6 +44,7 @@ truncation, the default, or ``"none"``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -165,7 +167,7 @@ def _two_point(m2: Floats, m4: Floats, t: Floats, chi: Floats) -> Floats:
     return ru + p * (r(t, chi) - ru)
 
 
-def _support_grid(m2: Floats, kappa: float, chi: Floats, a: Floats, b: Floats) -> Floats:
+def _support_grid(m2: Floats, kappa: Floats, chi: Floats, a: Floats, b: Floats) -> Floats:
     """Candidate upper support points in ``[a, b]``, one row per ``m2``, sorted.
 
     ``E r`` over the two-point family varies on three scales: that of ``t``
@@ -186,8 +188,8 @@ def _support_grid(m2: Floats, kappa: float, chi: Floats, a: Floats, b: Floats) -
     return _arr(np.sort(grid, axis=1))
 
 
-def _max_two_point(m2: Floats, kappa: float, chi: Floats, upper: Floats) -> Floats:
-    """Maximise :func:`_two_point` over its upper support point in ``[κ m2, upper]``."""
+def _max_two_point(m2: Floats, kappa: Floats, chi: Floats, upper: Floats) -> Floats:
+    """Maximise :func:`_two_point` over its upper support point in ``[κ m2, upper]`` (``κ`` per element)."""
     m4 = kappa * m2 * m2
     a = kappa * m2
     b = np.maximum(upper, a)
@@ -212,19 +214,25 @@ def _max_two_point(m2: Floats, kappa: float, chi: Floats, upper: Floats) -> Floa
     return _arr(np.maximum(best, np.maximum(f1, f2)))
 
 
-def rho(m2: npt.ArrayLike, kappa: float, chi: npt.ArrayLike) -> Floats:
-    """Largest non-coverage ``sup E_F r(t, χ)`` over ``E_F t = m2``, ``E_F t² ≤ κ m2²``."""
-    m, c = np.broadcast_arrays(np.atleast_1d(_arr(m2)), np.atleast_1d(_arr(chi)))
-    m, c = m.astype(np.float64).copy(), c.astype(np.float64).copy()
-    if kappa == 1:
-        return r(m, c)
-    tt = t0(c)
-    out = rho0(m, c, tt)
-    if np.isinf(kappa):
+def rho(m2: npt.ArrayLike, kappa: npt.ArrayLike, chi: npt.ArrayLike) -> Floats:
+    """Largest non-coverage ``sup E_F r(t, χ)`` over ``E_F t = m2``, ``E_F t² ≤ κ m2²``.
+
+    ``kappa`` is one kurtosis or one per element."""
+    m, k, c = np.broadcast_arrays(np.atleast_1d(_arr(m2)), np.atleast_1d(_arr(kappa)), np.atleast_1d(_arr(chi)))
+    m, k, c = m.astype(np.float64).copy(), k.astype(np.float64).copy(), c.astype(np.float64).copy()
+    point = k == 1
+    out = np.empty_like(m)
+    out[point] = r(m[point], c[point])
+    rest = ~point
+    if not rest.any():
         return out
-    bind = (m < tt) & (kappa * m < tt) & (m > 0)
+    m, k, c = m[rest], k[rest], c[rest]
+    tt = t0(c)
+    tangent = rho0(m, c, tt)
+    bind = np.isfinite(k) & (m < tt) & (k * m < tt) & (m > 0)
     if bind.any():
-        out[bind] = _max_two_point(m[bind], kappa, c[bind], tt[bind])
+        tangent[bind] = _max_two_point(m[bind], k[bind], c[bind], tt[bind])
+    out[rest] = tangent
     return out
 
 
@@ -241,36 +249,43 @@ def cvb(m2: npt.ArrayLike, alpha: float = 0.05) -> Floats:
     return _arr(out)
 
 
-def _check(m2: Floats, kappa: float, alpha: float) -> None:
+def _check(m2: Floats, kappa: Floats, alpha: float) -> None:
     if not 0 < alpha < 1:
         raise ValueError(f"cva: alpha must be in (0, 1), got {alpha}")
-    if not kappa >= 1:
-        raise ValueError(f"cva: kappa must be >= 1 (a kurtosis), got {kappa}")
+    if not np.all(kappa >= 1):
+        bad = kappa[~(kappa >= 1)][0]
+        raise ValueError(f"cva: kappa must be >= 1 (a kurtosis), got {bad}")
     if not np.all(np.isfinite(m2)) or np.any(m2 < 0):
         raise ValueError("cva: m2 must be finite and non-negative")
 
 
-def cva(m2: npt.ArrayLike, kappa: float = np.inf, alpha: float = 0.05) -> Floats:
+def cva(m2: npt.ArrayLike, kappa: npt.ArrayLike = np.inf, alpha: float = 0.05) -> Floats:
     """Robust EBCI critical value ``cva_α(m2, κ)`` for every element of ``m2``.
 
     Equals ``ebci::cva(m2, kappa, alpha)$cv`` to about 1e-9 relative, shortcuts
     included (see the module docstring; ``tests/data/ebci_cva_grid.csv`` holds
     780 of R's values): e.g. ``cva(0, κ, 0.05) = 1.959964``,
-    ``cva(25, 3, 0.05) = 11.88358``, ``cva(1, 3, 0.2) = 1.849468``. Returns an
-    array shaped like ``m2``.
+    ``cva(25, 3, 0.05) = 11.88358``, ``cva(1, 3, 0.2) = 1.849468``. ``kappa``
+    is one kurtosis or one per element of ``m2``, so that the intervals of many
+    EB problems are found in one root search (its cost is mostly per call).
+    Returns an array shaped like ``m2``.
     """
     shape = np.shape(m2)
-    m_all = np.atleast_1d(_arr(m2)).ravel()
-    _check(m_all, kappa, alpha)
-    m, inverse = np.unique(m_all, return_inverse=True)
+    m_all, k_all = (np.atleast_1d(x).ravel() for x in np.broadcast_arrays(_arr(m2), _arr(kappa)))
+    if np.shape(kappa) and np.broadcast_shapes(np.shape(m2), np.shape(kappa)) != shape:
+        raise ValueError(f"cva: kappa of shape {np.shape(kappa)} does not fit m2 of shape {shape}")
+    _check(m_all, k_all, alpha)
+    pairs, inverse = np.unique(np.stack([m_all, k_all], axis=1), axis=0, return_inverse=True)
+    m, k = pairs[:, 0].copy(), pairs[:, 1].copy()
     out = np.empty_like(m)
     zero = m == 0
     out[zero] = stats.norm.ppf(1 - alpha / 2)
-    pos = ~zero
-    if kappa == 1 or not pos.any():
-        out[pos] = cvb(m[pos], alpha)
-        return out[inverse].reshape(shape)
-    mp = m[pos]
+    point = ~zero & (k == 1)
+    out[point] = cvb(m[point], alpha)
+    pos = ~zero & ~point
+    if not pos.any():
+        return out[inverse.ravel()].reshape(shape)
+    mp, kp = m[pos], k[pos]
     lo = np.maximum(cvb(mp, alpha) - 0.01, 1e-8)
     cheb = np.sqrt((1 + mp) / alpha)  # Chebyshev: ρ ≤ (1 + m2)/χ²
 
@@ -283,24 +298,25 @@ def cva(m2: npt.ArrayLike, kappa: float = np.inf, alpha: float = 0.05) -> Floats
     if solve.any():
         hi[solve] = elementwise.find_root(f_inf, (lo[solve], cheb[solve]), args=(mp[solve],)).x
     cv = hi.copy()
-    if np.isfinite(kappa):
-        tt = t0(hi)
-        bind = (mp < tt) & (kappa * mp < tt) & (mp <= LARGE_M2)
+    fin = np.isfinite(kp)
+    bind = np.zeros_like(fin)
+    if fin.any():
+        tt = t0(hi[fin])
+        bind[fin] = (mp[fin] < tt) & (kp[fin] * mp[fin] < tt) & (mp[fin] <= LARGE_M2)
+    if bind.any():
 
-        if bind.any():
+        def f_k(chi: Floats, mm: Floats, kk: Floats) -> Floats:
+            return rho(mm, kk, chi) - alpha
 
-            def f_k(chi: Floats, mm: Floats) -> Floats:
-                return rho(mm, kappa, chi) - alpha
-
-            mb, lb, hb = mp[bind], lo[bind], hi[bind]
-            # like ebci, keep the κ = ∞ value unless the bound lowers ρ there by more than KAPPA_TOL
-            below = f_k(hb, mb) < -KAPPA_TOL
-            roots = hb.copy()
-            if below.any():
-                roots[below] = elementwise.find_root(f_k, (lb[below], hb[below]), args=(mb[below],)).x
-            cv[bind] = roots
+        mb, kb, lb, hb = mp[bind], kp[bind], lo[bind], hi[bind]
+        # like ebci, keep the κ = ∞ value unless the bound lowers ρ there by more than KAPPA_TOL
+        below = f_k(hb, mb, kb) < -KAPPA_TOL
+        roots = hb.copy()
+        if below.any():
+            roots[below] = elementwise.find_root(f_k, (lb[below], hb[below]), args=(mb[below], kb[below])).x
+        cv[bind] = roots
     out[pos] = cv
-    return out[inverse].reshape(shape)
+    return out[inverse.ravel()].reshape(shape)
 
 
 # ------------------------------------------------------------------- moments
@@ -392,18 +408,54 @@ def robust_ebci(
     second moment only). Where ``μ̂₂ = 0`` (every ``σ_g = 0`` and no spread),
     nothing can be said robustly and the half-lengths are NaN.
     """
-    zz, f, s2 = _arr(z), _arr(prior_mean), _arr(se2)
-    if not (zz.shape == f.shape == s2.shape):
-        raise ValueError("robust_ebci: z, prior_mean and se2 must have the same shape")
-    if np.any(s2 < 0) or not np.all(np.isfinite(s2)):
-        raise ValueError("robust_ebci: se2 must be finite and non-negative")
-    mom = ebci_moments(zz - f, s2, weights, fs_correction)
-    if mom.mu2 <= 0:
-        nan = np.full_like(zz, np.nan)
-        return RobustEBCI(estimate=f.copy(), half_length=nan, shrinkage=np.zeros_like(zz), moments=mom)
-    k = mom.kappa if kappa is None else kappa
-    if kappa is not None:
-        mom = Moments(mu2=mom.mu2, kappa=kappa, mu2_raw=mom.mu2_raw, kappa_raw=mom.kappa_raw)
-    w = mom.mu2 / (mom.mu2 + s2)
-    half = cva(s2 / mom.mu2, k, alpha) * w * np.sqrt(s2)
-    return RobustEBCI(estimate=f + w * (zz - f), half_length=half, shrinkage=w, moments=mom)
+    problem = EBProblem(z, prior_mean, se2, weights=weights, kappa=kappa)
+    return robust_ebcis([problem], alpha=alpha, fs_correction=fs_correction)[0]
+
+
+@dataclass(frozen=True)
+class EBProblem:
+    """One EB problem's inputs to :func:`robust_ebcis` (see :func:`robust_ebci` for each)."""
+
+    z: npt.ArrayLike
+    prior_mean: npt.ArrayLike
+    se2: npt.ArrayLike
+    weights: npt.ArrayLike | None = None
+    kappa: float | None = None
+
+
+def robust_ebcis(
+    problems: Sequence[EBProblem], *, alpha: float = 0.05, fs_correction: FsCorrection = "PMT"
+) -> list[RobustEBCI]:
+    """:func:`robust_ebci` of each problem, their critical values found in one :func:`cva` call.
+
+    Each problem keeps its own moments and kurtosis; only the root search is
+    shared, whose cost is mostly per call (a repetition of the subgroups
+    evaluation has dozens of small problems).
+    """
+    setups = []
+    for p in problems:
+        zz, f, s2 = _arr(p.z), _arr(p.prior_mean), _arr(p.se2)
+        if not (zz.shape == f.shape == s2.shape):
+            raise ValueError("robust_ebci: z, prior_mean and se2 must have the same shape")
+        if np.any(s2 < 0) or not np.all(np.isfinite(s2)):
+            raise ValueError("robust_ebci: se2 must be finite and non-negative")
+        mom = ebci_moments(zz - f, s2, p.weights, fs_correction)
+        if p.kappa is not None and mom.mu2 > 0:
+            mom = Moments(mu2=mom.mu2, kappa=p.kappa, mu2_raw=mom.mu2_raw, kappa_raw=mom.kappa_raw)
+        setups.append((zz, f, s2, mom))
+    solved = [(s2 / mom.mu2, mom.kappa) for _, _, s2, mom in setups if mom.mu2 > 0]
+    critical: Iterator[Floats] = iter([])
+    if solved:
+        m2 = np.concatenate([m.ravel() for m, _ in solved])
+        kappa = np.concatenate([np.full(m.size, k) for m, k in solved])
+        critical = iter(np.split(cva(m2, kappa, alpha), np.cumsum([m.size for m, _ in solved])[:-1]))
+    out = []
+    for zz, f, s2, mom in setups:
+        if mom.mu2 <= 0:
+            nan = np.full_like(zz, np.nan)
+            out.append(RobustEBCI(estimate=f.copy(), half_length=nan, shrinkage=np.zeros_like(zz), moments=mom))
+            continue
+        w = mom.mu2 / (mom.mu2 + s2)
+        half = next(critical).reshape(s2.shape) * w * np.sqrt(s2)
+        out.append(RobustEBCI(estimate=f + w * (zz - f), half_length=half, shrinkage=w, moments=mom))
+    return out

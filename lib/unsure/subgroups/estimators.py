@@ -36,6 +36,7 @@ or ``EB-corrected`` under the other (:data:`EB_VARIANTS`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,7 +49,7 @@ from sklearn.linear_model import lasso_path
 from sklearn.model_selection import KFold
 
 from unsure.config import Subgroups
-from unsure.subgroups.ebci import RobustEBCI, robust_ebci
+from unsure.subgroups.ebci import EBProblem, RobustEBCI, robust_ebcis
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -353,6 +354,77 @@ class ProblemResult:
     lasso_lambda: float = float("nan")
 
 
+@dataclass(frozen=True)
+class FittedProblem:
+    """A problem's estimates before its EB intervals (:func:`fit_problem`); :func:`with_intervals`
+    finds the intervals of many at once."""
+
+    stats: UnitStats
+    estimates: dict[str, Floats]
+    lower: dict[str, Floats]
+    upper: dict[str, Floats]
+    a_hat: float
+    eb: dict[str, EBProblem]
+    """The EB problem behind each EB method's interval (``EB``, and the other protocol's for 0/1 values)."""
+    sr_fits: dict[int, SRFit] = field(default_factory=dict)
+    lasso_lambda: float = float("nan")
+
+
+def fit_problem(
+    X: Floats,
+    values: Floats,
+    unit: Ints,
+    n_units: int,
+    folds: Ints,
+    *,
+    binary: bool,
+    alpha: float = 0.05,
+    sr: SRSettings = SRSettings(),
+    lasso_lambdas: int = 20,
+    seed: int = 0,
+    variance: BinaryVariance = "plugin",
+) -> FittedProblem:
+    """All four estimators on one problem (see :func:`estimate_problem`), the EB intervals left to
+    :func:`with_intervals`."""
+    st = unit_stats(values, unit, n_units, binary=binary, variance=variance)
+    dt, dlo, dhi = direct(st, binary=binary, alpha=alpha)
+    prior, fits = crossfit_sr(X, st.z, folds, sr, seed=seed)
+    eb, a_hat, _ = eb_shrink(st.z, prior, st.se2)
+    lasso, lam = structured_regression(
+        X, values, unit, n_units, binary=binary, n_lambdas=lasso_lambdas, seed=seed, variance=variance
+    )
+    nan = np.full(n_units, np.nan)
+    estimates = {"DT": dt, "SR": prior, "EB": eb, "Lasso": lasso}
+    lower = {"DT": dlo, "SR": nan, "Lasso": nan}
+    upper = {"DT": dhi, "SR": nan, "Lasso": nan}
+    problems = {"EB": EBProblem(st.z, prior, st.se2)}
+    if binary:  # the other protocol's EB, side by side (the SR prior is shared, so this is cheap)
+        other: BinaryVariance = "plugin" if variance == "laplace" else "laplace"
+        alt = unit_stats(values, unit, n_units, binary=True, variance=other)
+        estimates[EB_VARIANTS[other]] = eb_shrink(alt.z, prior, alt.se2)[0]
+        problems[EB_VARIANTS[other]] = EBProblem(alt.z, prior, alt.se2)
+    return FittedProblem(st, estimates, lower, upper, a_hat, problems, fits, lam)
+
+
+def with_intervals(fitted: Sequence[FittedProblem], *, alpha: float = 0.05) -> list[ProblemResult]:
+    """The problems with their robust EB intervals, all found in one root search (:func:`robust_ebcis`)."""
+    keys = [(i, method) for i, f in enumerate(fitted) for method in f.eb]
+    cis = dict(zip(keys, robust_ebcis([fitted[i].eb[m] for i, m in keys], alpha=alpha), strict=True))
+    return [
+        ProblemResult(
+            stats=f.stats,
+            estimates=f.estimates,
+            lower={**f.lower, **{m: cis[(i, m)].lower for m in f.eb}},
+            upper={**f.upper, **{m: cis[(i, m)].upper for m in f.eb}},
+            a_hat=f.a_hat,
+            ebci=cis[(i, "EB")],
+            sr_fits=f.sr_fits,
+            lasso_lambda=f.lasso_lambda,
+        )
+        for i, f in enumerate(fitted)
+    ]
+
+
 def estimate_problem(
     X: Floats,
     values: Floats,
@@ -371,31 +443,17 @@ def estimate_problem(
 
     For 0/1 ``values`` the other protocol's EB comes too (method :data:`EB_VARIANTS` ``[other]``).
     """
-    st = unit_stats(values, unit, n_units, binary=binary, variance=variance)
-    dt, dlo, dhi = direct(st, binary=binary, alpha=alpha)
-    prior, fits = crossfit_sr(X, st.z, folds, sr, seed=seed)
-    eb, a_hat, _ = eb_shrink(st.z, prior, st.se2)
-    ci = robust_ebci(st.z, prior, st.se2, alpha=alpha)
-    lasso, lam = structured_regression(
-        X, values, unit, n_units, binary=binary, n_lambdas=lasso_lambdas, seed=seed, variance=variance
+    fitted = fit_problem(
+        X,
+        values,
+        unit,
+        n_units,
+        folds,
+        binary=binary,
+        alpha=alpha,
+        sr=sr,
+        lasso_lambdas=lasso_lambdas,
+        seed=seed,
+        variance=variance,
     )
-    nan = np.full(n_units, np.nan)
-    estimates = {"DT": dt, "SR": prior, "EB": eb, "Lasso": lasso}
-    lower = {"DT": dlo, "SR": nan, "EB": ci.lower, "Lasso": nan}
-    upper = {"DT": dhi, "SR": nan, "EB": ci.upper, "Lasso": nan}
-    if binary:  # the other protocol's EB, side by side (the SR prior is shared, so this is cheap)
-        other: BinaryVariance = "plugin" if variance == "laplace" else "laplace"
-        alt = unit_stats(values, unit, n_units, binary=True, variance=other)
-        alt_ci = robust_ebci(alt.z, prior, alt.se2, alpha=alpha)
-        name = EB_VARIANTS[other]
-        estimates[name], lower[name], upper[name] = eb_shrink(alt.z, prior, alt.se2)[0], alt_ci.lower, alt_ci.upper
-    return ProblemResult(
-        stats=st,
-        estimates=estimates,
-        lower=lower,
-        upper=upper,
-        a_hat=a_hat,
-        ebci=ci,
-        sr_fits=fits,
-        lasso_lambda=lam,
-    )
+    return with_intervals([fitted], alpha=alpha)[0]

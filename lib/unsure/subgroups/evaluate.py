@@ -48,10 +48,12 @@ from unsure.subgroups.estimators import (
     PROTOCOL_VARIANCE,
     STUDY_DEFAULTS,
     BinaryVariance,
+    FittedProblem,
     ProblemResult,
     SRSettings,
     crossfit_sr,
-    estimate_problem,
+    fit_problem,
+    with_intervals,
 )
 from unsure.subgroups.features import COVARIATES, KEYS, Prepared, design_matrix
 from unsure.subgroups.schema import is_binary
@@ -197,12 +199,13 @@ SEPARATE = {"EB": "EB-separate", "SR": "SR-separate"}
 
 def _fit(
     pool: Pool, draw: _Draw, present: Ints, folds: Ints, metric: str, settings: EvaluationSettings, seed: int
-) -> ProblemResult:
-    """Every estimator on the units ``present`` (their rows of ``draw``), cross-fitted over ``folds``."""
+) -> FittedProblem:
+    """Every estimator on the units ``present`` (their rows of ``draw``), cross-fitted over ``folds``
+    (the EB intervals come later, those of a whole repetition at once: :func:`with_intervals`)."""
     remap = np.full(len(pool.units), -1, dtype=np.int64)
     remap[present] = np.arange(len(present))
     mask = remap[draw.unit] >= 0
-    return estimate_problem(
+    return fit_problem(
         pool.X[present],
         draw.values[metric][mask],
         remap[draw.unit[mask]],
@@ -240,6 +243,20 @@ def _frame(
     ]
 
 
+@dataclass(frozen=True)
+class _Fitted:
+    """A problem of a repetition, fitted, waiting for its intervals; ``names``: the methods filed
+    (``None``: all under their own names, and the problem gets a diagnostics row)."""
+
+    design: str
+    metric: str
+    dataset: str
+    present: Ints
+    truth: Floats
+    fitted: FittedProblem
+    names: Mapping[str, str] | None
+
+
 def run_repetition(
     pool: Pool, settings: EvaluationSettings, rep: int, *, skipped: list[tuple[str, str]] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -259,6 +276,7 @@ def run_repetition(
     estimates: list[pd.DataFrame] = []
     problems: list[dict[str, object]] = []
     importance: list[pd.DataFrame] = []
+    fits: list[_Fitted] = []
     dataset_of = pool.units["dataset"].astype(str).to_numpy()
     model_of = pool.units["model"].astype(str).to_numpy()
     for design in settings.designs:
@@ -276,36 +294,41 @@ def run_repetition(
                     skipped.append((design, dataset))
                 continue
             for metric in metrics:
-                res = _fit(pool, draw, present, folds, metric, settings, seed)
+                fitted = _fit(pool, draw, present, folds, metric, settings, seed)
                 truth = pool.units[f"truth_{metric}"].to_numpy()[present]
-                estimates += _frame(rep, design, metric, present, truth, res, {m: m for m in res.estimates})
-                mom = res.ebci.moments
-                problems.append(
-                    {
-                        "rep": rep,
-                        "design": design,
-                        "metric": metric,
-                        "dataset": dataset,
-                        "units": len(present),
-                        "a_hat": res.a_hat,
-                        "mu2": mom.mu2,
-                        "kappa": mom.kappa,
-                        "mu2_raw": mom.mu2_raw,
-                        "lasso_lambda": res.lasso_lambda,
-                        "sr_depth": ",".join(str(f.depth) for f in res.sr_fits.values()),
-                        "sr_trees": ",".join(str(f.trees) for f in res.sr_fits.values()),
-                    }
-                )
+                fits.append(_Fitted(design, metric, dataset, present, truth, fitted, None))
                 if design != "proportional" or not is_binary(metric):
                     continue
-                fixed = {k: (f.depth, f.trees) for k, f in res.sr_fits.items() if f.booster is not None}
-                importance.append(_loco(pool, present, res.stats.z, truth, folds, settings, seed, fixed, rep))
+                fixed = {k: (f.depth, f.trees) for k, f in fitted.sr_fits.items() if f.booster is not None}
+                importance.append(_loco(pool, present, fitted.stats.z, truth, folds, settings, seed, fixed, rep))
                 for model in sorted(set(model_of[present])):
                     mine = model_of[present] == model
                     if len(np.unique(folds[mine])) < settings.folds:
                         continue
                     alone = _fit(pool, draw, present[mine], folds[mine], metric, settings, seed)
-                    estimates += _frame(rep, design, metric, present[mine], truth[mine], alone, SEPARATE)
+                    fits.append(_Fitted(design, metric, dataset, present[mine], truth[mine], alone, SEPARATE))
+    for fit, res in zip(fits, with_intervals([f.fitted for f in fits], alpha=settings.alpha), strict=True):
+        names = {m: m for m in res.estimates} if fit.names is None else fit.names
+        estimates += _frame(rep, fit.design, fit.metric, fit.present, fit.truth, res, names)
+        if fit.names is not None:
+            continue
+        mom = res.ebci.moments
+        problems.append(
+            {
+                "rep": rep,
+                "design": fit.design,
+                "metric": fit.metric,
+                "dataset": fit.dataset,
+                "units": len(fit.present),
+                "a_hat": res.a_hat,
+                "mu2": mom.mu2,
+                "kappa": mom.kappa,
+                "mu2_raw": mom.mu2_raw,
+                "lasso_lambda": res.lasso_lambda,
+                "sr_depth": ",".join(str(f.depth) for f in res.sr_fits.values()),
+                "sr_trees": ",".join(str(f.trees) for f in res.sr_fits.values()),
+            }
+        )
     return (
         pd.concat(estimates, ignore_index=True) if estimates else pd.DataFrame(),
         pd.DataFrame(problems),
