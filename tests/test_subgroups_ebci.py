@@ -136,6 +136,8 @@ def test_one_kurtosis_per_element_equals_one_call_per_kurtosis() -> None:
         assert got == pytest.approx(float(cva(m, k, 0.05)), rel=1e-12), (m, k)
     with pytest.raises(ValueError, match="kappa must be >= 1"):
         cva(m2, np.where(kappa == 1.0, 0.5, kappa), 0.05)
+    with pytest.raises(ValueError, match=r"kappa of shape \(3,\) does not fit m2 of shape \(8,\)"):
+        cva(m2, kappa[:3], 0.05)
 
 
 def test_many_problems_at_once_equal_each_alone() -> None:

@@ -271,9 +271,13 @@ def cva(m2: npt.ArrayLike, kappa: npt.ArrayLike = np.inf, alpha: float = 0.05) -
     Returns an array shaped like ``m2``.
     """
     shape = np.shape(m2)
-    m_all, k_all = (np.atleast_1d(x).ravel() for x in np.broadcast_arrays(_arr(m2), _arr(kappa)))
-    if np.shape(kappa) and np.broadcast_shapes(np.shape(m2), np.shape(kappa)) != shape:
+    try:
+        fits = np.broadcast_shapes(shape, np.shape(kappa)) == shape
+    except ValueError:
+        fits = False
+    if not fits:
         raise ValueError(f"cva: kappa of shape {np.shape(kappa)} does not fit m2 of shape {shape}")
+    m_all, k_all = (np.atleast_1d(x).ravel() for x in np.broadcast_arrays(_arr(m2), _arr(kappa)))
     _check(m_all, k_all, alpha)
     pairs, inverse = np.unique(np.stack([m_all, k_all], axis=1), axis=0, return_inverse=True)
     m, k = pairs[:, 0].copy(), pairs[:, 1].copy()
