@@ -46,8 +46,7 @@ from unsure.engine import (
 )
 from unsure.engine.hf import HFEngine
 from unsure.generate.text import sentences
-from unsure.riskscores.prompts import build_prompt
-from unsure.riskscores.scoring import LETTERS
+from unsure.riskscores.prompts import LETTERS, build_prompt
 from unsure.riskscores.tasks import FOLKTABLES
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "shared/data/tokenizers/llama-3-8b-instruct"

@@ -335,7 +335,7 @@ def _estimator_empty_unit(kit: Kit, tmp: Path) -> object:
 
 
 def _labelbias_gold_not_in_labels(kit: Kit, tmp: Path) -> object:
-    from unsure.labelbias.evaluate import task_metrics
+    from unsure.labelbias.tables import task_metrics
 
     probs = pd.DataFrame(
         {"task": "t1", "k": 0, "set": 0, "method": "none", "kind": "eval", "row_id": ["i1", "i2", "i3"],

@@ -9,13 +9,6 @@ import pandas as pd
 import pytest
 
 from unsure.decisionrisk.confidences import parse_verbal
-from unsure.decisionrisk.evaluate import (
-    composite_risk_table,
-    decision_risk_table,
-    generative_confidences,
-    subgroups_input,
-    verbal_parse_table,
-)
 from unsure.decisionrisk.infer import generative_scorer
 from unsure.decisionrisk.metrics import (
     composite_risk,
@@ -27,6 +20,13 @@ from unsure.decisionrisk.metrics import (
 )
 from unsure.decisionrisk.requests import verbal_prompt
 from unsure.decisionrisk.rules import ForestSettings, decide, features, fit_rules, tune_threshold
+from unsure.decisionrisk.tables import (
+    composite_risk_table,
+    decision_risk_table,
+    generative_confidences,
+    subgroups_input,
+    verbal_parse_table,
+)
 from unsure.engine import ReplyRequest, Unsupported
 from unsure.subgroups.schema import validate_instances
 
@@ -224,8 +224,8 @@ def test_risk_coverage_figure_draws_achievable_points_only() -> None:
 
 def test_panel_of_unparseable_chat_replies_says_why() -> None:
     """A chat model whose replies could not be parsed has curves from uniform confidences: its panel says so."""
-    from unsure.decisionrisk.evaluate import unparsed_notes
     from unsure.decisionrisk.plots import risk_coverage_figure
+    from unsure.decisionrisk.tables import unparsed_notes
 
     scores = pd.DataFrame(
         {"row_id": ["a", "b", "c"], "loglik": [None] * 3, "verbal": [[0.5, 0.5]] * 3, "parsed": [False] * 3}

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from unsure.decisionrisk.evaluate import composite_risk_table, decision_risk_table
 from unsure.decisionrisk.reproduction import DIFFERENCES, TABLE1, TABLE2, reproduction_table
 from unsure.decisionrisk.rules import ForestSettings, decide, features, fit_rules
+from unsure.decisionrisk.tables import composite_risk_table, decision_risk_table
 
 INJECTIONS = ["NQ", "WQ", "NRA"]
 

@@ -13,7 +13,6 @@ import pytest
 from unsure.config import Model
 from unsure.engine.lora import LoraSettings
 from unsure.labelbias import prompts
-from unsure.labelbias.evaluate import METRICS
 from unsure.labelbias.finetune import LoraProtocol, finetune_and_score, lora_examples, lora_flip_plan
 from unsure.labelbias.reproduction import (
     LORA_DIFFERENCES,
@@ -24,6 +23,7 @@ from unsure.labelbias.reproduction import (
     reproduction_table,
 )
 from unsure.labelbias.scoring import TaskPrompting
+from unsure.labelbias.tables import METRICS
 
 LABELS = ("Yes", "No")
 DEFINITION = "Decide whether the sentence mentions an animal"

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from unsure.labelbias import calibration, metrics
-from unsure.labelbias.evaluate import method_probabilities, task_metrics
+from unsure.labelbias.tables import method_probabilities, task_metrics
 
 
 def test_bias_score_is_zero_for_uniform_predictions() -> None:
@@ -106,8 +106,8 @@ def test_macro_f1_over_gold_labels_only_leaves_out_a_label_that_is_only_predicte
 
 
 def test_both_scorings_flow_into_metrics_and_the_reproduction_ledger() -> None:
-    from unsure.labelbias.evaluate import explode_scores, under_scoring
     from unsure.labelbias.reproduction import reproduction_table
+    from unsure.labelbias.tables import explode_scores, under_scoring
 
     labels = {"t": ("a", "b")}
     items = pd.DataFrame(

@@ -13,7 +13,6 @@ import pytest
 
 from unsure.engine.hf import HFEngine
 from unsure.labelbias import prompts
-from unsure.labelbias.evaluate import explode_scores, method_probabilities, task_metrics, under_scoring
 from unsure.labelbias.prompts import PromptFit
 from unsure.labelbias.reproduction import (
     SHOWN,
@@ -25,6 +24,7 @@ from unsure.labelbias.reproduction import (
     substitute,
 )
 from unsure.labelbias.scoring import ItemScorer, TaskPrompting, prompt_fit, score_contexts_both
+from unsure.labelbias.tables import explode_scores, method_probabilities, task_metrics, under_scoring
 
 LABELS = ("Yes", "No")
 DEFINITION = "Decide whether the sentence mentions an animal"

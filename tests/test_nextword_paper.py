@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from unsure.nextword import paper
+from unsure.nextword import paper, reproduction
 from unsure.nextword.data import convert_reference_generations, convert_released_lists, read_norms, read_samples
 from unsure.nextword.distributions import human_counts
 from unsure.nextword.metrics import expected_tvd
@@ -182,15 +182,15 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     corrected = {
         name: {"expected_tvd": expected_tvd(read_samples(p), counts, missing="drop")} for name, p in files.items()
     }
-    return {"cols": {c.system: c for c in cols}, "table": paper.reproduction_table(cols, corrected)}
+    return {"cols": {c.system: c for c in cols}, "table": reproduction.reproduction_table(cols, corrected)}
 
 
 def test_paper_protocol_scores_the_authors_positions(real: dict[str, object]) -> None:
     """The authors' loops: every released entry but the file's last (the paper's counts), GPT-2 all but one."""
     cols: dict[str, paper.PaperColumn] = real["cols"]  # type: ignore[assignment]
     scored = {name: cols[name].n_positions for name in ("gpt2-t0.5", "bloom", "chatgpt", "chatgpt-d")}
-    assert scored == {"gpt2-t0.5": 2686, **paper.PRINTED_CONTEXTS}
-    assert paper.PRINTED_CONTEXTS == {"bloom": 669, "chatgpt": 500, "chatgpt-d": 500}
+    assert scored == {"gpt2-t0.5": 2686, **reproduction.PRINTED_CONTEXTS}
+    assert reproduction.PRINTED_CONTEXTS == {"bloom": 669, "chatgpt": 500, "chatgpt-d": 500}
 
 
 def test_paper_protocol_equals_the_notebooks_stored_chatgpt_cells(real: dict[str, object]) -> None:
@@ -212,27 +212,27 @@ def test_paper_protocol_rounds_to_the_printed_digits(real: dict[str, object], sy
     """Each printed cell of the released columns, rounded to two digits, except the cells the ledger explains."""
     col: paper.PaperColumn = real["cols"][system]  # type: ignore[index]
     for metric in METRICS:
-        want = paper.PRINTED_TABLE1[system][metric]
+        want = reproduction.PRINTED_TABLE1[system][metric]
         got = col.expected_tvd_human if metric == "expected_tvd" else getattr(col, metric)
-        if (system, metric) in paper.UNMATCHED_CELLS:
+        if (system, metric) in reproduction.UNMATCHED_CELLS:
             assert got == pytest.approx(0.0739, abs=5e-5) and want == 0.08  # one tied mode away (see the note)
             continue
         assert f"{got:.2f}" == f"{want:.2f}", f"{system} {metric}: ours {got:.4f}, printed {want}"
-    assert set(paper.UNMATCHED_CELLS) == {("chatgpt-d", "ece_human_majority")}
+    assert set(reproduction.UNMATCHED_CELLS) == {("chatgpt-d", "ece_human_majority")}
 
 
 @pytest.mark.parametrize("system", ["human", "oracle", "gpt2-t0.5", "bloom", "chatgpt", "chatgpt-d"])
 def test_paper_protocol_reproduces_printed_table1(real: dict[str, object], system: str) -> None:
     col: paper.PaperColumn = real["cols"][system]  # type: ignore[index]
-    printed = paper.PRINTED_TABLE1[system]
+    printed = reproduction.PRINTED_TABLE1[system]
     for metric in METRICS:
         want = printed[metric]
         if want is None:
             continue
         got = col.expected_tvd_human if metric == "expected_tvd" else getattr(col, metric)
-        if (system, metric) in paper.COPY_PASTE_CELLS:
+        if (system, metric) in reproduction.COPY_PASTE_CELLS:
             # The printed 0.19 is GPT-2's cell; the intended value (human MLE vs oracle majority) is far from it.
-            assert want == paper.PRINTED_TABLE1["gpt2"][metric]
+            assert want == reproduction.PRINTED_TABLE1["gpt2"][metric]
             assert got == pytest.approx(0.41, abs=0.01)
             continue
         assert got == pytest.approx(want, abs=0.01), f"{system} {metric}: ours {got:.4f}, printed {want}"
@@ -333,7 +333,10 @@ def test_tables_write_the_reproduction_ledger_and_table1_follows_the_protocol(tm
     assert ledgers["corrected"]["printed"].isna().all() and (ledgers["corrected"]["note"].fillna("") == "").all()
     # One row per Table 1 cell: 4 per model, 3 for the human (no expected TVD), 4 for the oracle.
     cells = [
-        (s, m) for s in [*files, "human", "oracle"] for m in paper.DIFFERENCES if (s, m) != ("human", "expected_tvd")
+        (s, m)
+        for s in [*files, "human", "oracle"]
+        for m in reproduction.DIFFERENCES
+        if (s, m) != ("human", "expected_tvd")
     ]
     assert list(zip(ledger["system"], ledger["metric"], strict=True)) == cells
     assert ledger[["paper", "corrected"]].notna().all().all() and (ledger["difference"] != "").all()

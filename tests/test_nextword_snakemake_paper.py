@@ -24,7 +24,7 @@ import pytest
 import yaml
 from workflow_helpers import REPO, copy_workflow, snakemake
 
-from unsure.nextword import paper
+from unsure.nextword import reproduction
 from unsure.nextword.data import convert_reference_generations, convert_released_lists
 
 SHARED = REPO.parent / "shared" / "data"
@@ -96,8 +96,8 @@ def test_workflow_reproduces_the_printed_table1_under_protocol_paper(run: Path) 
             if pd.isna(row["printed"]):
                 continue
             assert row["paper"] == pytest.approx(row["printed"], abs=0.01), (system, metric, row["paper"])
-            if (system, metric) in paper.UNMATCHED_CELLS:
-                assert row["note"] == paper.UNMATCHED_CELLS[(system, metric)]
+            if (system, metric) in reproduction.UNMATCHED_CELLS:
+                assert row["note"] == reproduction.UNMATCHED_CELLS[(system, metric)]
             else:
                 assert f"{row['paper']:.2f}" == f"{row['printed']:.2f}", (system, metric, row["paper"])
             assert shown.loc[label, system] == pytest.approx(row["paper"])  # Table 1 shows the paper values
@@ -113,5 +113,5 @@ def test_workflow_reproduces_the_printed_table1_under_protocol_paper(run: Path) 
     assert shown.loc["positions", "bloom"] == 669
     # The copy-paste cell: the ledger says so, and our paper value is the intended one (human MLE vs oracle majority).
     human = ledger[(ledger["system"] == "human") & (ledger["metric"] == "ece_oracle_majority")].iloc[0]
-    assert human["printed"] == paper.PRINTED_TABLE1["gpt2"]["ece_oracle_majority"] and human["note"]
+    assert human["printed"] == reproduction.PRINTED_TABLE1["gpt2"]["ece_oracle_majority"] and human["note"]
     assert human["paper"] == pytest.approx(0.41, abs=0.01)

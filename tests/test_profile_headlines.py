@@ -11,8 +11,8 @@ import pytest
 import yaml
 from workflow_helpers import jobs, snakemake
 
-from unsure.decisionrisk.evaluate import headline as decisionrisk_headline
-from unsure.labelbias.evaluate import headline as labelbias_headline
+from unsure.decisionrisk.tables import headline as decisionrisk_headline
+from unsure.labelbias.tables import headline as labelbias_headline
 from unsure.nextword.tables import _system_of
 from unsure.nextword.tables import headline as nextword_headline
 from unsure.profile import (

@@ -179,7 +179,8 @@ def test_signed_calibration_error_known_inputs() -> None:
 
 
 def test_ledger_shows_both_threshold_rules_and_both_binnings() -> None:
-    from unsure.riskscores.tables import metrics_frame, paper_table, reproduction_table
+    from unsure.riskscores.reproduction import reproduction_table
+    from unsure.riskscores.tables import metrics_frame, paper_table
 
     rng = np.random.default_rng(1)
     n = 300
@@ -221,8 +222,7 @@ def test_ledger_puts_the_printed_values_beside_ours() -> None:
     """Tables 1 and A1-A4 as printed: every transcribed row is a line of the paper, and the
     ledger shows the printed ECE / Brier / AUC / accuracy next to ours for a model key of the
     paper config (and a dash where the paper prints nothing)."""
-    from unsure.riskscores.printed import PRINTED, printed_values
-    from unsure.riskscores.tables import reproduction_table
+    from unsure.riskscores.reproduction import PRINTED, printed_values, reproduction_table
 
     paper = _real(PAPER).read_text().splitlines()
     for block in PRINTED.values():

@@ -495,7 +495,7 @@ class Nextword(Study):
     """``paper``: Table 1 as the authors' code computes it (``unsure.nextword.paper``: ECE with 1.0 in no
     bin, raw corpus word, first-in-list ties, 20-vs-rest oracle with ``random.seed`` per position, last
     position dropped); ``corrected``: ours. Both are metric-level: the choice is which values Table 1 shows,
-    and ``tables/reproduction`` (``unsure.nextword.paper.reproduction_table``) shows both per cell."""
+    and ``tables/reproduction`` (``unsure.nextword.reproduction.reproduction_table``) shows both per cell."""
     sample_files: dict[Name, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
     """Pre-collected samples (JSON Lines, format in docs/studies/nextword.md) by system name; one more system each."""
     biased_models: tuple[Name, ...] = ()

@@ -4,7 +4,7 @@ A model that two or more studies run gets, from each of them, the numbers the
 study leads with, read from the outputs the study already writes (no inference
 runs again): each study's room returns them as a tidy frame (``headline`` in
 ``unsure.riskscores.tables``, ``unsure.nextword.tables``,
-``unsure.labelbias.evaluate``, ``unsure.decisionrisk.evaluate`` and
+``unsure.labelbias.tables``, ``unsure.decisionrisk.tables`` and
 ``unsure.subgroups.tables``), one row per (model, measure, setting) with the
 protocol the number was computed under. This module only hands each room its
 files, combines the frames, rank-correlates the studies' calibration measures
@@ -38,8 +38,8 @@ from matplotlib.ticker import MaxNLocator
 from scipy import stats
 
 from unsure.config import Protocol
-from unsure.decisionrisk.evaluate import headline as decisionrisk_headline
-from unsure.labelbias.evaluate import headline as labelbias_headline
+from unsure.decisionrisk.tables import headline as decisionrisk_headline
+from unsure.labelbias.tables import headline as labelbias_headline
 from unsure.nextword.tables import headline as nextword_headline
 from unsure.report import save_figure, write_table
 from unsure.riskscores.tables import headline as riskscores_headline

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from unsure.decisionrisk.evaluate import decide_benchmark, encoder_confidences, generative_confidences
 from unsure.decisionrisk.rules import ForestSettings
+from unsure.decisionrisk.tables import decide_benchmark, encoder_confidences, generative_confidences
 from unsure.io import read_parquet, write_parquet
 from unsure.logs import logged
 

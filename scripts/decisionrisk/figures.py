@@ -6,8 +6,8 @@ hand_off()
 
 import pandas as pd
 
-from unsure.decisionrisk.evaluate import risk_coverage_curves, unparsed_notes
 from unsure.decisionrisk.plots import risk_coverage_figure
+from unsure.decisionrisk.tables import risk_coverage_curves, unparsed_notes
 from unsure.logs import logged
 from unsure.report import save_figure
 

@@ -6,7 +6,7 @@ hand_off()
 
 import pandas as pd
 
-from unsure.decisionrisk.evaluate import subgroups_input
+from unsure.decisionrisk.tables import subgroups_input
 from unsure.io import write_parquet
 from unsure.logs import logged
 from unsure.subgroups.schema import validate_instances

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from unsure.decisionrisk.evaluate import composite_risk_table, decision_risk_table, verbal_parse_table
 from unsure.decisionrisk.reproduction import DIFFERENCES, reproduction_table
+from unsure.decisionrisk.tables import composite_risk_table, decision_risk_table, verbal_parse_table
 from unsure.logs import logged
 from unsure.report import write_table
 

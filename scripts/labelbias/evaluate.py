@@ -8,8 +8,8 @@ hand_off()
 import pandas as pd
 
 from unsure.io import read_parquet, write_parquet
-from unsure.labelbias.evaluate import explode_scores, method_probabilities, task_metrics, under_scoring
 from unsure.labelbias.scoring import SCORINGS
+from unsure.labelbias.tables import explode_scores, method_probabilities, task_metrics, under_scoring
 from unsure.logs import logged
 
 with logged(snakemake.log[0]) as log:

@@ -7,7 +7,7 @@ hand_off()
 import pandas as pd
 
 from unsure.io import write_parquet
-from unsure.labelbias.evaluate import subgroups_instances
+from unsure.labelbias.tables import subgroups_instances
 from unsure.logs import logged
 from unsure.subgroups.schema import validate_instances
 

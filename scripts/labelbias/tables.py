@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from unsure.labelbias.evaluate import summarize
 from unsure.labelbias.reproduction import reproduction_table
+from unsure.labelbias.tables import summarize
 from unsure.labelbias.tasks import label_list
 from unsure.logs import logged
 from unsure.report import write_table

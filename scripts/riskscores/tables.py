@@ -10,7 +10,8 @@ import pandas as pd
 
 from unsure.logs import logged
 from unsure.report import write_table
-from unsure.riskscores.tables import paper_table, reproduction_table
+from unsure.riskscores.reproduction import reproduction_table
+from unsure.riskscores.tables import paper_table
 
 with logged(snakemake.log[0]):
     p = snakemake.params

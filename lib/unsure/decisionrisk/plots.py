@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 def risk_coverage_figure(curves: pd.DataFrame, notes: Mapping[tuple[str, str], str] | None = None) -> Figure:
     """Fig. 2: error among answered instances as coverage grows; one panel per model and benchmark.
 
-    ``curves`` is :func:`unsure.decisionrisk.evaluate.risk_coverage_curves`.
+    ``curves`` is :func:`unsure.decisionrisk.tables.risk_coverage_curves`.
     Lower is better; every curve ends at the model's overall error rate. Only
     achievable points are drawn (instances with tied scores are answered
     together), joined by straight lines with a marker at each, so a rule whose

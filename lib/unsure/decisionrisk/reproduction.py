@@ -2,8 +2,8 @@
 with the named differences that keep them apart.
 
 The printed values are the paper's (its Tables 1 and 2, in reading order). Ours come from the
-tables of this run (:func:`unsure.decisionrisk.evaluate.decision_risk_table` and
-:func:`~unsure.decisionrisk.evaluate.composite_risk_table`). The two protocols fit the paper's
+tables of this run (:func:`unsure.decisionrisk.tables.decision_risk_table` and
+:func:`~unsure.decisionrisk.tables.composite_risk_table`). The two protocols fit the paper's
 rules identically (``corrected`` only adds ``Calibrator-correct``), so one run gives both
 protocols' value of every paper cell.
 """

@@ -6,6 +6,6 @@ builds the SNI prompts and every item to score; :mod:`~unsure.labelbias.scoring`
 turns engine log-likelihoods into label probabilities;
 :mod:`~unsure.labelbias.metrics` and :mod:`~unsure.labelbias.calibration` hold
 the metrics (accuracy, macro-F1, RSD, BiasScore) and the calibration methods
-(CC, DC, LOOC); :mod:`~unsure.labelbias.evaluate` applies them per task, model,
+(CC, DC, LOOC); :mod:`~unsure.labelbias.tables` applies them per task, model,
 k and demonstration set; :mod:`~unsure.labelbias.plots` draws the figures.
 """

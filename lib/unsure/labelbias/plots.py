@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import pandas as pd
 import seaborn as sns
 
-from unsure.labelbias.evaluate import METHODS
 from unsure.labelbias.lineup import FigureSpec, figure_lineup
+from unsure.labelbias.tables import METHODS
 from unsure.report import save_figure
 
 METRIC_NAMES = {

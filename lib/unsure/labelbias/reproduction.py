@@ -9,7 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from unsure.labelbias.evaluate import (
+from unsure.labelbias.prompts import PromptFit, item_context, variants
+from unsure.labelbias.scoring import SCORINGS, TaskPrompting
+from unsure.labelbias.tables import (
     METRICS,
     lora_probabilities,
     method_probabilities,
@@ -17,8 +19,6 @@ from unsure.labelbias.evaluate import (
     task_metrics,
     under_scoring,
 )
-from unsure.labelbias.prompts import PromptFit, item_context, variants
-from unsure.labelbias.scoring import SCORINGS, TaskPrompting
 
 SHOWN = ("accuracy", "macro_f1", "rsd", "bias_score")
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from unsure.config import Protocol
-from unsure.nextword import paper
+from unsure.nextword import paper, reproduction
 from unsure.nextword.data import corpus_targets, read_norms, typed_responses
 from unsure.nextword.distributions import human_counts, modes, oracle_splits, restrict, split_half
 from unsure.nextword.frames import KEY, require
@@ -167,7 +167,7 @@ def protocol_tables(
     n_bins: int = 10,
     printed: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Table 1 under ``protocol`` and the reproduction ledger (:func:`unsure.nextword.paper.reproduction_table`).
+    """Table 1 under ``protocol`` and the reproduction ledger (:func:`unsure.nextword.reproduction.reproduction_table`).
 
     ``sample_files`` maps each system (Table 1's order) to its samples file;
     ``metrics`` are :func:`evaluate_systems`' rows (the ``corrected`` values).
@@ -185,7 +185,9 @@ def protocol_tables(
         positions = positions[positions["text_id"].isin(list(passages))].reset_index(drop=True)
     raw = {name: paper.read_raw_samples(path) for name, path in sample_files.items()}
     columns = paper.paper_columns(positions, raw, n_bins=n_bins)
-    ledger = paper.reproduction_table(columns, paper.corrected_values(metrics), paper.PAPER_NAMES, printed=printed)
+    ledger = reproduction.reproduction_table(
+        columns, reproduction.corrected_values(metrics), paper.PAPER_NAMES, printed=printed
+    )
     systems = list(sample_files)
     shown = paper_table1(columns, systems) if protocol == "paper" else table1(metrics, systems)
     return shown, ledger

@@ -1,5 +1,5 @@
-"""Metric frames, the paper's per-task tables (table 1: ACSIncome; A1-A4: the other tasks) and
-the reproduction ledger (which protocol made each number; both values of metric-level choices)."""
+"""Metric frames and the paper's per-task tables (table 1: ACSIncome; A1-A4: the other tasks); the
+reproduction ledger is :mod:`unsure.riskscores.reproduction`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from unsure.config import Protocol
 from unsure.riskscores.baselines import BASELINES
 from unsure.riskscores.dictionary import DataDictionary
 from unsure.riskscores.metrics import evaluate, fit_threshold
-from unsure.riskscores.printed import METRICS as PRINTED_METRICS
-from unsure.riskscores.printed import printed_values
 from unsure.riskscores.text import value_text
 
 KEYS = ["model", "task", "prompting"]
@@ -115,64 +113,6 @@ def paper_table(metrics: pd.DataFrame, task: str, *, protocol: Protocol) -> pd.D
         columns=PAPER_COLUMNS | {"model": "Model", "prompting": "Prompting"}
     )
     return out.reset_index(drop=True)
-
-
-LEDGER_COLUMNS = {
-    "task": "Task",
-    "model": "Model",
-    "prompting": "Prompting",
-    "prompts": "Prompts (protocol)",
-    "printed_in": "Printed in",
-    "ece_printed": "ECE printed",
-    "ece": "ECE (equal-width bins)",
-    "ece_quantile": "ECE (quantile bins)",
-    "brier_printed": "Brier printed",
-    "brier": "Brier",
-    "auc_printed": "AUC printed",
-    "auc": "AUC",
-    "accuracy_printed": "Accuracy printed",
-    "accuracy": "Accuracy (0.5)",
-    "sce": "SCE",
-    "threshold_rule": "Threshold rule in tables",
-    "accuracy_fitted": "Accuracy (accuracy-max threshold)",
-    "accuracy_fitted_balanced": "Accuracy (balanced-accuracy-max threshold)",
-    "threshold": "Threshold (accuracy)",
-    "threshold_balanced": "Threshold (balanced accuracy)",
-    "note": "Note",
-}
-
-_NOTES = {
-    ("paper", "ACSMobility"): (
-        "label 1 = same house as folktables (folktexts' question asks 'moved?': options carry our labels, "
-        "numeric answers are complemented); AUC and Brier equal folktexts', ECE up to scores on bin edges"
-    ),
-    ("corrected", None): "our prompts (Census dictionary words, chat templates); the paper's need protocol: paper",
-    ("paper", None): "folktexts' prompts, plain text for instruct models",
-}
-
-
-def reproduction_table(metrics: pd.DataFrame, protocol: Protocol) -> pd.DataFrame:
-    """The ledger: per task, model and prompting, which protocol made the prompts, the value
-    the paper prints beside ours (Table 1, A1-A4; :mod:`unsure.riskscores.printed`; matched by
-    the model keys of ``config/config.yaml``), and both values of the metric-level choices (ECE
-    bins; the fitted threshold's rule), whichever the tables show. A prompt-level difference
-    needs a run under the other protocol."""
-    printed = printed_values().rename(columns={m: f"{m}_printed" for m in PRINTED_METRICS} | {"source": "printed_in"})
-    rows = metrics.merge(printed, on=KEYS, how="left", validate="many_to_one")
-    rows["printed_in"] = rows["printed_in"].fillna("—")
-    baseline = rows["model"].isin(BASELINES)
-    rows["prompts"] = [("—" if b else protocol) for b in baseline]
-    rows["threshold_rule"] = "balanced accuracy" if protocol == "paper" else "accuracy"
-    rows["note"] = [
-        "trained baseline (no prompt)" if b else _NOTES.get((protocol, t), _NOTES[(protocol, None)])
-        for b, t in zip(baseline, rows["task"], strict=True)
-    ]
-    rows["model"] = rows["model"].map(lambda m: BASELINE_NAMES.get(m, m))
-    rows["prompting"] = rows["prompting"].map(lambda k: PROMPTING_NAMES.get(k, k))
-    for col in LEDGER_COLUMNS:
-        if col not in rows.columns:
-            rows[col] = float("nan")
-    return rows[list(LEDGER_COLUMNS)].rename(columns=LEDGER_COLUMNS).reset_index(drop=True)
 
 
 def subgroups_instances(rows: pd.DataFrame, scores: pd.DataFrame, dictionary: DataDictionary) -> pd.DataFrame:

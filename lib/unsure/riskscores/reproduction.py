@@ -1,5 +1,7 @@
-"""The values Cruz et al. print in Table 1 (ACSIncome) and Tables A1-A4, for the reproduction ledger.
+"""The reproduction ledger of Cruz et al.: which protocol made each number, the value the paper
+prints beside ours, and both values of the metric-level choices.
 
+The printed values are those of Table 1 (ACSIncome) and Tables A1-A4 (:data:`PRINTED`).
 Each block is the table's rows as the paper prints them (model, then ECE, Brier score, AUC and
 accuracy under multiple-choice prompting, then the same under numeric prompting; the baselines
 repeat their one set of numbers in both halves). A test checks every row against the paper's
@@ -11,6 +13,10 @@ specified otherwise we use tau = 0.5").
 from __future__ import annotations
 
 import pandas as pd
+
+from unsure.config import Protocol
+from unsure.riskscores.baselines import BASELINES
+from unsure.riskscores.tables import BASELINE_NAMES, KEYS, PROMPTING_NAMES
 
 PAPER_MODELS = {
     "GPT 4o mini (it)": "gpt-4o-mini",
@@ -165,3 +171,61 @@ def printed_values() -> pd.DataFrame:
                     | dict(zip(METRICS, four, strict=True))
                 )
     return pd.DataFrame(records)
+
+
+LEDGER_COLUMNS = {
+    "task": "Task",
+    "model": "Model",
+    "prompting": "Prompting",
+    "prompts": "Prompts (protocol)",
+    "printed_in": "Printed in",
+    "ece_printed": "ECE printed",
+    "ece": "ECE (equal-width bins)",
+    "ece_quantile": "ECE (quantile bins)",
+    "brier_printed": "Brier printed",
+    "brier": "Brier",
+    "auc_printed": "AUC printed",
+    "auc": "AUC",
+    "accuracy_printed": "Accuracy printed",
+    "accuracy": "Accuracy (0.5)",
+    "sce": "SCE",
+    "threshold_rule": "Threshold rule in tables",
+    "accuracy_fitted": "Accuracy (accuracy-max threshold)",
+    "accuracy_fitted_balanced": "Accuracy (balanced-accuracy-max threshold)",
+    "threshold": "Threshold (accuracy)",
+    "threshold_balanced": "Threshold (balanced accuracy)",
+    "note": "Note",
+}
+
+_NOTES = {
+    ("paper", "ACSMobility"): (
+        "label 1 = same house as folktables (folktexts' question asks 'moved?': options carry our labels, "
+        "numeric answers are complemented); AUC and Brier equal folktexts', ECE up to scores on bin edges"
+    ),
+    ("corrected", None): "our prompts (Census dictionary words, chat templates); the paper's need protocol: paper",
+    ("paper", None): "folktexts' prompts, plain text for instruct models",
+}
+
+
+def reproduction_table(metrics: pd.DataFrame, protocol: Protocol) -> pd.DataFrame:
+    """The ledger: per task, model and prompting, which protocol made the prompts, the value
+    the paper prints beside ours (Table 1, A1-A4; :data:`PRINTED`; matched by
+    the model keys of ``config/config.yaml``), and both values of the metric-level choices (ECE
+    bins; the fitted threshold's rule), whichever the tables show. A prompt-level difference
+    needs a run under the other protocol."""
+    printed = printed_values().rename(columns={m: f"{m}_printed" for m in METRICS} | {"source": "printed_in"})
+    rows = metrics.merge(printed, on=KEYS, how="left", validate="many_to_one")
+    rows["printed_in"] = rows["printed_in"].fillna("—")
+    baseline = rows["model"].isin(BASELINES)
+    rows["prompts"] = [("—" if b else protocol) for b in baseline]
+    rows["threshold_rule"] = "balanced accuracy" if protocol == "paper" else "accuracy"
+    rows["note"] = [
+        "trained baseline (no prompt)" if b else _NOTES.get((protocol, t), _NOTES[(protocol, None)])
+        for b, t in zip(baseline, rows["task"], strict=True)
+    ]
+    rows["model"] = rows["model"].map(lambda m: BASELINE_NAMES.get(m, m))
+    rows["prompting"] = rows["prompting"].map(lambda k: PROMPTING_NAMES.get(k, k))
+    for col in LEDGER_COLUMNS:
+        if col not in rows.columns:
+            rows[col] = float("nan")
+    return rows[list(LEDGER_COLUMNS)].rename(columns=LEDGER_COLUMNS).reset_index(drop=True)
