@@ -109,7 +109,7 @@ def test_hand_made_config_tokens_and_gpu_hours_as_computed_by_hand() -> None:
     assert mc.tokens == rows * 100 and mc.loads == 2 and not mc.api
     numeric = by[("riskscores_infer", "m7", "numeric")]
     assert numeric.tokens == rows * 90 and numeric.loads == 0
-    assert by[("riskscores_importance", "m7", None)].tokens == 10 * (1 + 10) * 80  # ACSIncome: 10 features
+    assert by[("riskscores_importance", "m7", "risk_scores")].tokens == 10 * (1 + 10) * 80  # ACSIncome: 10 features
     assert by[("riskscores_infer", "chat-api", "risk_scores")].requests == rows * 2
     assert by[("riskscores_infer", "chat-api", "numeric")].requests == rows  # one free-form chat reply
     assert by[("riskscores_infer", "chat-api", "numeric")].tokens == 0
@@ -290,14 +290,18 @@ def test_missing_data_names_the_file(tmp_path: Path) -> None:
 
 
 def test_published_sizes_match_the_real_files(shared_data: Path) -> None:
+    from unsure.decisionrisk.requests import MCQA_SIZES
+    from unsure.labelbias.requests import SNI_TASK_INSTANCES
+    from unsure.nextword.requests import PROVO_PASSAGES, PROVO_POSITIONS, PROVO_RESPONSE_TYPES
+
     info = pd.read_csv(shared_data / "sni" / "splits" / "classification_tasks" / "test_tasks_info.csv")
-    assert tuple(sorted(info["# Instances"])) == scale.SNI_TASK_INSTANCES
+    assert tuple(sorted(info["# Instances"])) == SNI_TASK_INSTANCES
     cloze = pd.read_csv(shared_data / "provo" / "provo_human_cloze_long.csv")
     assert (cloze["text_id"].nunique(), len(cloze[["text_id", "word_num"]].drop_duplicates())) == (
-        scale.PROVO_PASSAGES,
-        scale.PROVO_POSITIONS,
+        PROVO_PASSAGES,
+        PROVO_POSITIONS,
     )
-    assert len(cloze) == scale.PROVO_RESPONSE_TYPES
+    assert len(cloze) == PROVO_RESPONSE_TYPES
     mcqa = shared_data / "mcqa"
     one_per_line = {  # validation labels, or items where only the items are here
         "piqa": mcqa / "piqa" / "valid-labels.lst",
@@ -306,7 +310,7 @@ def test_published_sizes_match_the_real_files(shared_data: Path) -> None:
         "hellaswag": mcqa / "hellaswag" / "hellaswag_val_labels_TEAM.lst",
     }
     for b, path in one_per_line.items():
-        assert sum(bool(line.strip()) for line in path.read_text().splitlines()) == scale.MCQA_SIZES[b][1], b
+        assert sum(bool(line.strip()) for line in path.read_text().splitlines()) == MCQA_SIZES[b][1], b
 
 
 @pytest.mark.workflow
@@ -348,9 +352,10 @@ def test_mfu_per_request_kind_and_nearest_shape_from_the_gpu_record(tmp_path: Pa
     assert table.of("risk_scores", 7.24e9) == 0.4 and table.of("risk_scores", 70e9) == 0.4  # nearest: 8b
     assert table.of("numeric", 1.2e9) == 0.1 and table.of("label_scores", 2.5e9) == 0.04  # 2.5B is nearer 1.5B
     assert table.of(None, 8e9) == scale.MFU and table.of("embeddings", 8e9) == scale.MFU
-    assert scale.request_kind(scale.Work("riskscores", "riskscores_infer", "m", {}, kind="numeric")) == "numeric"
-    assert scale.request_kind(scale.Work("nextword", "nextword_sample", "m", {})) == "word_sampling"
-    assert scale.request_kind(scale.Work("decisionrisk", "decisionrisk_encoder", "m", {})) is None
+    demo = load_config(REPO / "config" / "demo.yaml")
+    kinds = {w.rule: w.kind for w in scale.model_work(demo, lengths(demo))}  # each room names its rules' kinds
+    assert kinds["nextword_sample"] == "word_sampling" and kinds["labelbias_lora"] == "label_scores"
+    assert kinds["decisionrisk_encoder"] is None and kinds["nextword_finetune"] is None  # training, an encoder
 
     # the hand-made config: the 7.24B model's risk scores at 40%, numeric at 35%, instead of 50% for both
     cfg = parse_config(HAND)
@@ -369,7 +374,7 @@ def test_mfu_per_request_kind_and_nearest_shape_from_the_gpu_record(tmp_path: Pa
     factors = {
         ("riskscores_infer", "risk_scores"): 0.5 / 0.4,
         ("riskscores_infer", "numeric"): 0.5 / 0.35,
-        ("riskscores_importance", None): 0.5 / 0.4,
+        ("riskscores_importance", "risk_scores"): 0.5 / 0.4,
     }
     for key, factor in factors.items():
         assert measured[key].job_hours == pytest.approx(flat[key].job_hours * factor, rel=1e-6), key

@@ -674,6 +674,14 @@ class Labelbias(Study):
         """Demonstration sets of ``k`` shots (one for k = 0: there is nothing to vary)."""
         return 1 if k == 0 else self.demonstration_sets
 
+    def lora_models(self) -> tuple[str, ...]:
+        """The models LoRA fine-tunes (its own list, or every model of the study; none when it is off)."""
+        return (self.lora.models or self.models) if self.lora.enabled else ()
+
+    def lora_runs(self) -> list[tuple[int, int]]:
+        """The (k, demonstration set) runs LoRA fine-tunes, in config order."""
+        return [(k, s) for k in self.lora.shots for s in range(min(self.sets_of(k), self.lora.demonstration_sets))]
+
 
 class Subgroups(Study):
     """Per-subgroup accuracy from few observations (EB and robust EB intervals).

@@ -32,19 +32,13 @@ LB_FIGURE_LABELS = {
 }
 LB_FIGURE_CAPTIONS = {spec.name: spec.caption for spec in LB_FIGURE_SPECS}
 LB_LORA = LABELBIAS.lora
-LB_LORA_MODELS = (
-    (list(LB_LORA.models) or LB_MODELS) if LB_LORA.enabled and LB_MODELS else []
-)
+LB_LORA_MODELS = list(LABELBIAS.lora_models())
 for i, name in enumerate(LB_LORA.models):
     if name not in LB_MODELS:
         raise WorkflowError(
             f"config key studies.labelbias.lora.models[{i}]: {name!r} is not one of the study's models"
         )
-LB_LORA_RUNS = [
-    (k, s)
-    for k in LB_LORA.shots
-    for s in range(min(LABELBIAS.sets_of(k), LB_LORA.demonstration_sets))
-]
+LB_LORA_RUNS = LABELBIAS.lora_runs()
 # The LoRA score files each model's evaluation waits for (none when it is not fine-tuned).
 LB_LORA_SCORES = {
     model: [
