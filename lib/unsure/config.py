@@ -734,6 +734,10 @@ class Subgroups(Study):
     """Rows per dataset of a generated input."""
     generated_subgroups: Annotated[int, Field(ge=2)] = 40
     """Latent subgroups per dataset of a generated input (SNI tasks, activity categories, topics)."""
+    threads: PositiveInt = 4
+    """Worker processes of one evaluation job (rule ``subgroups_evaluate``'s threads), over which its
+    repetitions run; the estimates do not depend on it. A job that asks for every core waits until
+    all are free: the demo's 1 runs its jobs beside the zoo's training instead of after it."""
 
 
 class Decisionrisk(Study):

@@ -108,7 +108,7 @@ rule subgroups_evaluate:
         f"{SG_LOGS}/evaluate/{{source}}.log",
     conda:
         "../../envs/unsure.yaml"
-    threads: 4
+    threads: SUBGROUPS.threads
     params:
         protocol=SG_PROTOCOL,
     script:
