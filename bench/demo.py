@@ -111,15 +111,20 @@ def zoo_training(logs: Path) -> list[tuple[str, str, float, int]]:
 
 
 def report(
-    rates: list[float], times: dict[str, float], jobs: dict[str, tuple[int, float]], zoo: list, commit: str
+    rates: list[float],
+    times: dict[str, float],
+    jobs: dict[str, tuple[int, float]],
+    zoo: list[tuple[str, str, float, int]],
+    commit: str,
 ) -> str:
     """The measurement as Markdown."""
     total = sum(s for _, s in jobs.values())
-    cpu = (os.cpu_count() or 0, _cpu_model())
+    ranked = sorted(jobs.items(), key=lambda kv: -kv[1][1])
+    top, rest = ranked[:12], [n_s for _, n_s in ranked[12:]]
     lines = [
         f"`make demo` in a fresh clone of `{commit}`, measured {time.strftime('%Y-%m-%d')} by "
         "`.venv/bin/python -m bench.demo` (`/usr/bin/time -v make demo`, the install not timed, report included) "
-        f"on {cpu[0]} cores ({cpu[1]}), matmul {min(rates):.0f}-{max(rates):.0f} GFLOP/s "
+        f"on {os.cpu_count()} cores ({_cpu_model()}), matmul {min(rates):.0f}-{max(rates):.0f} GFLOP/s "
         "(2048 x 2048 float32, 2 threads, three runs):",
         "",
         "| wall | user CPU | system CPU | peak memory | jobs | job-seconds |",
@@ -132,13 +137,9 @@ def report(
         "| rule | jobs | job-seconds | share |",
         "|---|---|---|---|",
     ]
-    for name, (n, s) in sorted(jobs.items(), key=lambda kv: -kv[1][1])[:12]:
-        lines.append(f"| `{name}` | {n} | {s:.0f} | {s / total:.0%} |")
-    rest = sorted(jobs.items(), key=lambda kv: -kv[1][1])[12:]
-    lines.append(
-        f"| {len(rest)} other rules | {sum(n for _, (n, _) in rest)} | {sum(s for _, (_, s) in rest):.0f} | "
-        f"{sum(s for _, (_, s) in rest) / total:.0%} |"
-    )
+    lines += [f"| `{name}` | {n} | {s:.0f} | {s / total:.0%} |" for name, (n, s) in top]
+    rest_s = sum(s for _, s in rest)
+    lines.append(f"| {len(rest)} other rules | {sum(n for n, _ in rest)} | {rest_s:.0f} | {rest_s / total:.0%} |")
     if zoo:
         lines += [
             "",
