@@ -53,7 +53,7 @@ TOKENIZER = Path(__file__).resolve().parents[2] / "shared/data/tokenizers/llama-
 DEVICE_WORK = (
     (forward.Runner, "logits"),
     (forward.Runner, "_reads"),
-    (forward.Runner, "_packed_mask"),
+    (forward, "packed_mask"),
     (decoding, "_inverse_cdf"),
     (decoding, "prompt_mask"),
     (decoding, "greedy_pick"),

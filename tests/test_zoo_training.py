@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import get_args
 
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from unsure.config import CorpusStudy, ZooModel, ZooTraining, parse_config, read_config_file
+from unsure.config import CorpusStudy, ZooModel, ZooTraining, check_files, parse_config, read_config_file
 from unsure.engine.hf import HFEngine
 from unsure.engine.requests import ChoiceRequest, NumericRequest
 from unsure.riskscores.prompts import numeric_label
@@ -22,10 +23,11 @@ from unsure.riskscores.tasks import FOLKTABLES
 from unsure.zoo.build import build, training_texts
 from unsure.zoo.corpus import ZOO_EXAMPLES
 from unsure.zoo.corpus import riskscores as zoo_corpus
-from unsure.zoo.training import encode, item_loss, train
+from unsure.zoo.training import encode, row_loss, train
 
 SPEC = ZooModel(architecture="llama", vocab_size=600, hidden_size=32, layers=1, heads=2)
 CHAT = ZooModel(architecture="llama", vocab_size=600, hidden_size=32, layers=1, heads=2, chat=True)
+GPT2 = ZooModel(architecture="gpt2", vocab_size=600, hidden_size=32, layers=1, heads=2)
 TRAINING = ZooTraining(examples={"riskscores": 12}, batch_size=4, warmup_steps=1)
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,9 +54,9 @@ def texts() -> list[str]:
 @pytest.fixture(scope="module")
 def untrained(tmp_path_factory: pytest.TempPathFactory, texts: list[str]) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("untrained")
-    for name, spec in (("base", SPEC), ("chat", CHAT)):
+    for name, spec in (("base", SPEC), ("chat", CHAT), ("gpt2", GPT2)):
         build(name, spec, texts, root / name, zoo_seed=0)
-    return {"base": root / "base", "chat": root / "chat"}
+    return {name: root / name for name in ("base", "chat", "gpt2")}
 
 
 def test_trained_builds_are_byte_identical_across_processes(tmp_path: Path, untrained: dict[str, Path]) -> None:
@@ -128,15 +130,36 @@ def test_riskscores_examples_are_the_study_prompts_with_the_true_answers(name: s
 def test_option_letters_share_one_sequence_with_a_soft_target(untrained: dict[str, Path]) -> None:
     engine = HFEngine(str(untrained["base"]), device="cpu")
     examples = zoo_corpus.zoo_examples(engine, instruct=False, n=20, seed=1)
-    items = encode(engine, examples)
-    assert len(items) == len({e.context for e in examples}) < len(examples)
-    soft = [item for item in items if len({pos for pos, *_ in item.targets}) < len(item.targets)]
+    rows = encode(engine, examples)
+    assert sum(row.sequences for row in rows) == len({e.context for e in examples}) < len(examples)
+    soft = [(row, pos) for row in rows for pos, n in Counter(pos for pos, *_ in row.targets).items() if n > 1]
     assert soft
-    for item in soft:  # the two letters at the answer position, weights summing to one, one example
-        (pos_a, tok_a, w_a, ex_a), (pos_b, tok_b, w_b, ex_b) = item.targets
-        assert pos_a == pos_b == len(item.ids) - 2 and ex_a == ex_b
+    for row, pos in soft:  # the two letters at the answer position, weights summing to one, one example
+        (_, tok_a, w_a, ex_a), (_, tok_b, w_b, ex_b) = [t for t in row.targets if t[0] == pos]
+        assert ex_a == ex_b and row.ids[pos + 1] in (tok_a, tok_b) and row.segments[pos] == row.segments[pos + 1]
         assert w_a + w_b == pytest.approx(1.0)
         assert engine.tokenizer.convert_ids_to_tokens([tok_a, tok_b]) == ["▁A", "▁B"]
+
+
+@pytest.mark.parametrize("name", ["base", "chat", "gpt2"])
+def test_packed_rows_score_as_separate_sequences(name: str, untrained: dict[str, Path]) -> None:
+    """A census row asked in both option orders shares its opening: packed in one row, each
+    target reads the same prediction as in a sequence of its own (the loss and its gradient)."""
+    engine = HFEngine(str(untrained[name]), device="cpu")
+    examples = zoo_corpus.zoo_examples(engine, instruct=name == "chat", n=30, seed=2)
+    packed, alone = encode(engine, examples), encode(engine, examples, most=1)
+    assert len(packed) < len(alone) and sum(len(r.ids) for r in packed) < 0.8 * sum(len(r.ids) for r in alone)
+    assert any(max(r.segments) > 1 for r in packed)
+    pad = engine.tokenizer.eos_token_id
+    losses, grads = [], []
+    for rows in (packed, alone):
+        engine.model.zero_grad()
+        loss = row_loss(engine.model, rows, pad) * sum(r.sequences for r in rows)
+        loss.backward()
+        losses.append(float(loss))
+        grads.append(torch.cat([p.grad.flatten() for p in engine.model.parameters() if p.grad is not None]))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
 
 
 def test_training_lowers_the_loss_on_fresh_examples(untrained: dict[str, Path], tmp_path: Path) -> None:
@@ -146,7 +169,7 @@ def test_training_lowers_the_loss_on_fresh_examples(untrained: dict[str, Path], 
 
     def heldout() -> float:
         with torch.inference_mode():
-            return float(item_loss(engine.model, fresh, pad))
+            return float(row_loss(engine.model, fresh, pad))
 
     before = heldout()
     examples = zoo_corpus.zoo_examples(engine, instruct=False, n=80, seed=1)
@@ -166,9 +189,8 @@ def test_each_zoo_model_learns_the_studies_that_run_it() -> None:
     assert config.zoo_training_studies("tiny-llama") == ["riskscores", "labelbias", "decisionrisk"]
     assert config.zoo_training_studies("tiny-llama-chat") == ["riskscores", "nextword", "labelbias", "decisionrisk"]
     assert config.zoo_training_studies("tiny-bert") == []  # the encoder: decisionrisk fine-tunes it
-    raw = read_config_file(REPO / "config" / "demo.yaml")
-    raw["zoo"] = {**raw["zoo"], **read_config_file(REPO / "config" / "untrained.yaml")["zoo"]}
-    assert parse_config(raw).zoo_training_studies("tiny-llama") == []
+    untrained = check_files([REPO / "config" / "demo.yaml", REPO / "config" / "untrained.yaml"])
+    assert all(untrained.zoo_training_studies(name) == [] for name in untrained.zoo.models)
 
 
 @pytest.mark.usefixtures("shared_data")  # the shadow's tokenizers (without them it fetches from the hub)

@@ -52,8 +52,11 @@ UNTRAINED = "config/untrained.yaml"
 
 
 def untrained(raw: dict[str, Any]) -> dict[str, Any]:
-    """A raw config with the zoo's training off (its models build in seconds)."""
-    raw.setdefault("zoo", {})["training"] = None
+    """A raw config with the zoo's training off, its models' own included (they build in seconds)."""
+    zoo = raw.setdefault("zoo", {})
+    zoo["training"] = None
+    for spec in zoo.get("models", {}).values():
+        spec.pop("training", None)
     return raw
 
 
@@ -77,11 +80,9 @@ def install_demo_zoo(checkout: Path, built: dict[str, Path], raw: dict[str, Any]
     earlier run; ``raw``, the config the run uses, must build its zoo exactly as they were."""
     if raw is not None:
         demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["zoo"]
-        got = raw["zoo"]
-        assert got.get("training") is None, "the session's zoo models are untrained"
-        assert {k: v for k, v in got.items() if k != "training"} == {
-            k: v for k, v in demo.items() if k != "training"
-        }, "the config's zoo differs from the demo's: its models are not the session's"
+        assert raw["zoo"] == untrained({"zoo": demo})["zoo"], (
+            "the config's zoo is not the demo's with its training off: its models are not the session's"
+        )
     for name, folder in built.items():
         shutil.copytree(folder, checkout / "resources" / "models" / name)
 

@@ -225,7 +225,7 @@ class Runner:
         lay = plan.layout(a, b)
         dev = {name: self._to_device(arr) for name, arr in lay.arrays.items()}
         with torch.inference_mode():
-            mask = self._packed_mask(dev["segments"])
+            mask = packed_mask(dev["segments"], self.dtype)
             cache = None
             if lay.head:  # the tokens every row starts with, encoded once; each row attends to their cache
                 cache = self.head_cache(lay.head_ids, b - a)
@@ -279,17 +279,6 @@ class Runner:
         done = torch.cuda.Event()
         done.record()
         return host, done
-
-    def _packed_mask(self, segments: torch.Tensor) -> torch.Tensor:
-        """Additive 4-D mask, built where ``segments`` are (the device): causal within the context
-        and within each continuation, every continuation sees the context, padding sees only itself."""
-        width = segments.shape[1]
-        q_seg = segments[:, :, None]
-        k_seg = segments[:, None, :]
-        causal = torch.ones(width, width, dtype=torch.bool, device=segments.device).tril()
-        allowed = causal & (k_seg >= 0) & ((k_seg == 0) | (k_seg == q_seg))
-        allowed |= torch.eye(width, dtype=torch.bool, device=segments.device)  # a padded query sees itself: no NaN
-        return additive_mask(allowed, self.dtype)
 
     def logits(self, hidden: torch.Tensor, *, reuse: bool = False) -> torch.Tensor:
         """Float32 logits of ``hidden`` states, soft-capped where the model caps them (Gemma-2).
@@ -493,6 +482,19 @@ class _Launched:
     out: torch.Tensor
     done: Any = None
     """A CUDA event recorded after the copy to the host: the read waits for it."""
+
+
+def packed_mask(segments: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Additive 4-D mask of packed rows, built where ``segments`` are (0 a row's context, ``s`` its
+    ``s``-th continuation, -1 padding): causal within the context and within each continuation,
+    every continuation sees the context, padding sees only itself."""
+    width = segments.shape[1]
+    q_seg = segments[:, :, None]
+    k_seg = segments[:, None, :]
+    causal = torch.ones(width, width, dtype=torch.bool, device=segments.device).tril()
+    allowed = causal & (k_seg >= 0) & ((k_seg == 0) | (k_seg == q_seg))
+    allowed |= torch.eye(width, dtype=torch.bool, device=segments.device)  # a padded query sees itself: no NaN
+    return additive_mask(allowed, dtype)
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -7,7 +7,7 @@ one. The zoo writes training examples in each study's own request formats
 whose answers follow the generators' true distributions (ACS answers from the
 exact P(Y|X), next words from the text model's exact next-word distribution, SNI
 gold labels, MCQA gold choices). The model is trained on all of them, one pass in the demo
-(all parameters, AdamW, linear warm-up and decay, no dropout), with the loss on
+(two for tiny-gpt2; all parameters, AdamW, linear warm-up and decay, no dropout), with the loss on
 the answer tokens only, encoded exactly as the engine encodes a (context,
 continuation) pair. Same seed, same threads: the same bytes.
 
@@ -32,6 +32,7 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from unsure.config import CorpusStudy, ZooTraining
 from unsure.engine.finetune import Example
+from unsure.engine.forward import packed_mask, shared_prefix_groups
 from unsure.engine.hf import HFEngine
 from unsure.zoo.corpus import ZOO_EXAMPLES
 from unsure.zoo.seeds import corpus_seed
@@ -88,7 +89,7 @@ def _pair_ids(engine: HFEngine, examples: Sequence[Example]) -> list[tuple[list[
     return out
 
 
-def encode(engine: HFEngine, examples: Sequence[Example]) -> list[Item]:
+def encode(engine: HFEngine, examples: Sequence[Example], *, most: int = 2) -> list[Row]:
     """The training sequences, as the engine encodes each request.
 
     Examples of the same context whose answers are one token each (an option
@@ -96,7 +97,10 @@ def encode(engine: HFEngine, examples: Sequence[Example]) -> list[Item]:
     target at the answer position, the exact expectation of drawn answers, for
     the cost of one. An example whose tokens begin another's (a demonstration's
     label, read where the prompt that goes on to the query has it) is read from
-    that longer sequence: its targets for no forward pass of its own.
+    that longer sequence: its targets for no forward pass of its own. Sequences with a long
+    common opening (a census row in both option orders, a task's demonstrations before
+    different queries) are packed into one row as the engine packs a context and its
+    continuations: the opening once (a third fewer tokens in the demo's corpus).
     """
     items: list[Item] = []
     soft: dict[tuple[int, ...], tuple[Item, int]] = {}  # the shared sequence and its first example
@@ -111,7 +115,7 @@ def encode(engine: HFEngine, examples: Sequence[Example]) -> list[Item]:
         else:
             targets = [(len(ctx) - 1 + i, t, ex.weight, n) for i, t in enumerate(cont)]
             items.append(Item([*ctx, *cont], targets))
-    return _fold_prefixes(items)
+    return pack(_fold_prefixes(items), most)
 
 
 def _fold_prefixes(items: list[Item]) -> list[Item]:
@@ -130,21 +134,70 @@ def _fold_prefixes(items: list[Item]) -> list[Item]:
     return [item for i, item in enumerate(items) if i not in folded]
 
 
-def item_loss(model: PreTrainedModel, batch: Sequence[Item], pad: int) -> torch.Tensor:
+@dataclass
+class Row:
+    """Sequences packed into one row of a batch: an opening they share, then each one's rest.
+    Positions restart after the opening for every rest; ``segments`` (0 the opening, ``s`` the
+    ``s``-th rest) give the engine's attention layout (:func:`unsure.engine.forward.packed_mask`)."""
+
+    ids: list[int]
+    positions: list[int]
+    segments: list[int]
+    targets: list[tuple[int, int, float, int]]
+    sequences: int
+
+
+def pack(items: Sequence[Item], most: int) -> list[Row]:
+    """Items grouped by the engine's rule for shared prompt openings
+    (:func:`unsure.engine.forward.shared_prefix_groups`), at most ``most`` to a row.
+
+    A target read at a position inside the opening reads the same hidden state in the row
+    (it depends on the opening's tokens only), so every target keeps its exact prediction.
+    """
+    rows: list[Row] = []
+    for members, cut in shared_prefix_groups({i: ((), item.ids) for i, item in enumerate(items)}):
+        for start in range(0, len(members), most):
+            chunk = [items[i] for i in members[start : start + most]]
+            if len(chunk) == 1:
+                (item,) = chunk
+                n = len(item.ids)
+                rows.append(Row(item.ids, list(range(n)), [0] * n, item.targets, 1))
+                continue
+            ids, positions, segments = chunk[0].ids[:cut], list(range(cut)), [0] * cut
+            targets: list[tuple[int, int, float, int]] = []
+            for s, item in enumerate(chunk, start=1):
+                offset = len(ids) - cut  # where this rest's position ``cut`` lands in the row
+                rest = item.ids[cut:]
+                ids += rest
+                positions += range(cut, cut + len(rest))
+                segments += [s] * len(rest)
+                targets += [(pos if pos < cut else pos + offset, tok, w, ex) for pos, tok, w, ex in item.targets]
+            rows.append(Row(ids, positions, segments, targets, len(chunk)))
+    return rows
+
+
+def row_loss(model: PreTrainedModel, batch: Sequence[Row], pad: int) -> torch.Tensor:
     """Each example's weighted mean negative log-likelihood of its targets, summed over the
-    sequences' examples, over the number of sequences; the output layer runs only where a target
-    is read (it dominates a small model's cost). An example counts the same whether it has a
-    sequence of its own or is read from another's."""
-    width = max(len(item.ids) for item in batch)
+    rows' examples, over the number of sequences packed in them; the output layer runs only
+    where a target is read (it dominates a small model's cost). An example counts the same
+    whether it has a sequence of its own, is read from another's or shares a row."""
+    width = max(len(row.ids) for row in batch)
     device = model.get_input_embeddings().weight.device
     ids = torch.full((len(batch), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for b, item in enumerate(batch):
-        ids[b, : len(item.ids)] = torch.tensor(item.ids)
-        mask[b, : len(item.ids)] = 1
-    hidden = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
+    positions = torch.zeros((len(batch), width), dtype=torch.long)
+    segments = torch.full((len(batch), width), -1, dtype=torch.long)
+    for b, row in enumerate(batch):
+        ids[b, : len(row.ids)] = torch.tensor(row.ids)
+        positions[b, : len(row.ids)] = torch.tensor(row.positions)
+        segments[b, : len(row.ids)] = torch.tensor(row.segments)
+    dtype = model.get_input_embeddings().weight.dtype
+    hidden = model.base_model(
+        input_ids=ids.to(device),
+        attention_mask=packed_mask(segments.to(device), dtype),
+        position_ids=positions.to(device),
+    ).last_hidden_state
     rows, cols, tokens, weights, examples = zip(
-        *((b, pos, tok, w, ex) for b, item in enumerate(batch) for pos, tok, w, ex in item.targets), strict=True
+        *((b, pos, tok, w, ex) for b, row in enumerate(batch) for pos, tok, w, ex in row.targets), strict=True
     )
     logits = model.get_output_embeddings()(hidden[torch.tensor(rows), torch.tensor(cols)]).float()
     picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(tokens, device=device)[:, None])[:, 0]
@@ -153,18 +206,25 @@ def item_loss(model: PreTrainedModel, batch: Sequence[Item], pad: int) -> torch.
     for b, ex, w in zip(rows, examples, weights, strict=True):
         totals[b, ex] = totals.get((b, ex), 0.0) + w
     share = torch.tensor([w / totals[b, ex] for b, ex, w in zip(rows, examples, weights, strict=True)], device=device)
-    return -(share * picked).sum() / len(batch)
+    return -(share * picked).sum() / sum(row.sequences for row in batch)
 
 
-def batches(data: Sequence[Item], batch_size: int, rng: np.random.Generator) -> list[list[int]]:
-    """Shuffled batches of similar lengths (little padding): a random order, sorted by
-    length within windows of 16 batches, and the batches shuffled again."""
+def batches(data: Sequence[Row], batch_size: int, rng: np.random.Generator) -> list[list[int]]:
+    """Shuffled batches of ``batch_size`` sequences (a packed row counts its sequences) and
+    similar lengths (little padding): a random order, sorted by length within windows of 16
+    batches' rows, and the batches shuffled again."""
     order = rng.permutation(len(data))
     window = 16 * batch_size
     out: list[list[int]] = []
     for start in range(0, len(order), window):
-        chunk = sorted(order[start : start + window].tolist(), key=lambda i: len(data[i].ids))
-        out.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+        batch: list[int] = []
+        for i in sorted(order[start : start + window].tolist(), key=lambda i: len(data[i].ids)):
+            batch.append(i)
+            if sum(data[j].sequences for j in batch) >= batch_size:
+                out.append(batch)
+                batch = []
+        if batch:
+            out.append(batch)
     return [out[i] for i in rng.permutation(len(out))]
 
 
@@ -174,14 +234,21 @@ def train(engine: HFEngine, examples: Sequence[Example], settings: ZooTraining, 
     rng = np.random.default_rng(seed)
     model = engine.model
     data = encode(engine, examples)
-    log.info("%d examples in %d sequences of %d tokens", len(examples), len(data), sum(len(i.ids) for i in data))
+    log.info(
+        "%d examples in %d sequences, packed in %d rows of %d tokens",
+        len(examples),
+        sum(row.sequences for row in data),
+        len(data),
+        sum(len(row.ids) for row in data),
+    )
     pad = engine.tokenizer.pad_token_id
     if pad is None:
         pad = engine.tokenizer.eos_token_id or 0
     plan = [b for _ in range(settings.epochs) for b in batches(data, settings.batch_size, rng)]
     for p in model.parameters():
         p.requires_grad_(True)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+    # fused: one kernel for every parameter (the unfused step took a tenth of a zoo step on a CPU)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0, fused=True)
     schedule = get_linear_schedule_with_warmup(optimizer, min(settings.warmup_steps, len(plan) // 2), len(plan))
     # no dropout (the model stays in eval mode): each example is a fresh draw, seen once, so there is
     # nothing to overfit; GPT-2's attention dropout would also keep attention off its fused kernel
@@ -189,7 +256,7 @@ def train(engine: HFEngine, examples: Sequence[Example], settings: ZooTraining, 
     model.eval()
     losses = []
     for step, batch in enumerate(plan):
-        loss = item_loss(model, [data[i] for i in batch], pad)
+        loss = row_loss(model, [data[i] for i in batch], pad)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
