@@ -250,7 +250,7 @@ def train(engine: HFEngine, examples: Sequence[Example], settings: ZooTraining, 
     # fused: one kernel for every parameter (the unfused step took a tenth of a zoo step on a CPU)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0, fused=True)
     schedule = get_linear_schedule_with_warmup(optimizer, min(settings.warmup_steps, len(plan) // 2), len(plan))
-    # no dropout (the model stays in eval mode): each example is a fresh draw, seen once, so there is
+    # no dropout (the model stays in eval mode): each example is a fresh draw, seen once or twice, so there is
     # nothing to overfit; GPT-2's attention dropout would also keep attention off its fused kernel
     # (a GPT-2 step took 90 ms instead of 55). Llama has no dropout: its steps are unchanged.
     model.eval()
