@@ -156,7 +156,7 @@ def test_packed_rows_score_as_separate_sequences(name: str, untrained: dict[str,
         engine.model.zero_grad()
         loss = row_loss(engine.model, rows, pad) * sum(r.sequences for r in rows)
         loss.backward()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         grads.append(torch.cat([p.grad.flatten() for p in engine.model.parameters() if p.grad is not None]))
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
