@@ -100,7 +100,7 @@ def encode(engine: HFEngine, examples: Sequence[Example], *, most: int = 2) -> l
     that longer sequence: its targets for no forward pass of its own. Sequences with a long
     common opening (a census row in both option orders, a task's demonstrations before
     different queries) are packed into one row as the engine packs a context and its
-    continuations: the opening once (a third fewer tokens in the demo's corpus).
+    continuations: the opening once (a quarter fewer tokens in the demo's corpus).
     """
     items: list[Item] = []
     soft: dict[tuple[int, ...], tuple[Item, int]] = {}  # the shared sequence and its first example
