@@ -218,11 +218,13 @@ def batches(data: Sequence[Row], batch_size: int, rng: np.random.Generator) -> l
     out: list[list[int]] = []
     for start in range(0, len(order), window):
         batch: list[int] = []
+        held = 0  # sequences in ``batch``
         for i in sorted(order[start : start + window].tolist(), key=lambda i: len(data[i].ids)):
             batch.append(i)
-            if sum(data[j].sequences for j in batch) >= batch_size:
+            held += data[i].sequences
+            if held >= batch_size:
                 out.append(batch)
-                batch = []
+                batch, held = [], 0
         if batch:
             out.append(batch)
     return [out[i] for i in rng.permutation(len(out))]
