@@ -116,4 +116,5 @@ def test_a_yaml_syntax_error_is_named_with_its_file_and_line(tmp_path: Path) -> 
 def test_config_files_are_checked_merged_as_snakemake_merges_them() -> None:
     config = check_files([REPO / "config" / "demo.yaml", REPO / "config" / "untrained.yaml"])
     assert config.zoo.training is None and config.zoo.models  # the overlay replaced one key only
+    assert all(model.training is None for model in config.zoo.models.values())  # their own too
     assert check_files([REPO / "config" / "demo.yaml"]).zoo.training is not None
