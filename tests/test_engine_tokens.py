@@ -76,3 +76,16 @@ def test_decoding_many_sequences_at_once_equals_the_tokenizers_decode(codec: Cod
     memo: dict[tuple[int, ...], str] = {}
     assert codec.decode_many(seqs, memo) == [tok.decode(list(s), skip_special_tokens=True) for s in seqs]
     assert codec.decode_many(seqs[:5], memo) == [memo[s] for s in seqs[:5]]
+
+
+def test_a_tokenizer_file_that_truncates_does_not_truncate_the_engines_texts() -> None:
+    """A ``tokenizer.json`` may carry truncation settings; ``tokenizer(texts)`` ignores them, so must the engine."""
+    folder = TOKENIZERS / "gpt2"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent (the real tokenizers live in ../shared/data/tokenizers)")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.backend_tokenizer.enable_truncation(max_length=3)
+    codec = Codec(tokenizer, AutoConfig.from_pretrained(folder), model_id="gpt2")
+    texts = [t for t in TEXTS if t]
+    assert codec.tokens_many(texts) == [tokenizer(t)["input_ids"] for t in texts]
+    assert max(map(len, codec.tokens_many(texts))) > 3

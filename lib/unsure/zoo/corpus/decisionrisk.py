@@ -92,18 +92,23 @@ def verbal_reply(confidences: Sequence[float]) -> str:
     return " ".join(f"{LETTERS[i]}: {max(1, round(100 * c))}" for i, c in enumerate(confidences))
 
 
-def generated_tokens(engine: HFEngine, context: str, continuation: str) -> list[int] | None:
-    """The tokens the model must generate after ``context`` when it is trained on the pair.
+def generated_tokens(engine: HFEngine, pairs: Sequence[tuple[str, str]]) -> list[list[int] | None]:
+    """Per (context, continuation) pair, the tokens the model must generate after the context
+    when it is trained on the pair.
 
-    The trainer encodes a pair as :meth:`~unsure.engine.hf.HFEngine.split_pair`
+    The trainer encodes a pair as :meth:`~unsure.engine.tokens.Codec.split_pairs`
     does, which moves the chat prompt's trailing newline into the continuation;
-    generation starts from ``engine.encode(context)``. ``None`` when the two
+    generation starts from the context encoded alone. ``None`` where the two
     disagree (the tokenizer merges the newline with the reply's first
     characters), so that training would teach tokens generation never reaches.
     """
-    ctx, cont = engine.split_pair(context, continuation)
-    head, whole = engine.encode(context), [*ctx, *cont]
-    return whole[len(head) :] if whole[: len(head)] == head else None
+    codec = engine.codec
+    heads = codec.encode_many([context for context, _ in pairs])
+    out: list[list[int] | None] = []
+    for head, (ctx, cont) in zip(heads, codec.split_pairs(pairs), strict=True):
+        whole = [*ctx, *cont]
+        out.append(whole[len(head) :] if whole[: len(head)] == head else None)
+    return out
 
 
 def draw_items(benchmark: Benchmark, n: int, *, seed: int) -> pd.DataFrame:
@@ -185,24 +190,31 @@ def zoo_rows(*, instruct: bool, n: int, seed: int) -> pd.DataFrame:
     return _interleave(groups)
 
 
-def zoo_example(engine: HFEngine, row: pd.Series) -> Example:
-    """One row of :func:`zoo_rows` as the room asks for it, with the answer it should get."""
-    prompt, choices = str(row["prompt"]), [str(c) for c in row["choices"]]
-    if row["kind"] == "loglik":
-        request = continuation_request(prompt, choices)
-        return Example(request.context, request.continuations[int(row["label"])])
-    context = engine.chat_prompt(verbal_prompt(prompt, choices))
-    reply = verbal_reply(known_confidences(prompt, choices, answerable=bool(row["answerable"])))
-    for continuation in (reply, " " + reply):  # a leading space keeps a newline from merging with the reply
-        tokens = generated_tokens(engine, context, continuation)
-        if tokens is not None and len(tokens) <= REPLY_TOKENS:
-            return Example(context, continuation)
-    raise ValueError(
-        f"{engine.model_id}: the reply {reply!r} does not fit in {REPLY_TOKENS} tokens after the chat prompt"
-    )
-
-
 def zoo_examples(engine: HFEngine, *, instruct: bool, n: int, seed: int) -> list[Example]:
     """``n`` examples drawn with ``seed``: log-likelihood ones for a base model, chat replies for an
-    instruct model; the same seed gives the same list."""
-    return [zoo_example(engine, row) for _, row in zoo_rows(instruct=instruct, n=n, seed=seed).iterrows()]
+    instruct model (each as the room asks for it, with the answer it should get); the same seed
+    gives the same list."""
+    examples: list[Example | None] = []
+    replies: dict[int, tuple[str, str]] = {}  # example index -> chat context, reply
+    for _, row in zoo_rows(instruct=instruct, n=n, seed=seed).iterrows():
+        prompt, choices = str(row["prompt"]), [str(c) for c in row["choices"]]
+        if row["kind"] == "loglik":
+            request = continuation_request(prompt, choices)
+            examples.append(Example(request.context, request.continuations[int(row["label"])]))
+            continue
+        confidences = known_confidences(prompt, choices, answerable=bool(row["answerable"]))
+        replies[len(examples)] = (engine.chat_prompt(verbal_prompt(prompt, choices)), verbal_reply(confidences))
+        examples.append(None)
+    for lead in ("", " "):  # a leading space keeps a newline from merging with the reply
+        pending = [i for i in replies if examples[i] is None]
+        pairs = [(replies[i][0], lead + replies[i][1]) for i in pending]
+        for i, (context, reply), tokens in zip(pending, pairs, generated_tokens(engine, pairs), strict=True):
+            if tokens is not None and len(tokens) <= REPLY_TOKENS:
+                examples[i] = Example(context, reply)
+    for i, example in enumerate(examples):
+        if example is None:
+            raise ValueError(
+                f"{engine.model_id}: the reply {replies[i][1]!r} does not fit in {REPLY_TOKENS} tokens "
+                "after the chat prompt"
+            )
+    return [example for example in examples if example is not None]

@@ -53,8 +53,8 @@ INSTRUCT_PASSAGE_SHARE = 0.25
 language at every position (a chat example teaches one word), as pretraining does before chat tuning."""
 
 PROMPTS_PER_PASSAGE = 4
-"""Chat examples asked about one passage (at independent random prefixes): the exact
-distributions along a passage are computed once, which is most of an example's cost."""
+"""Chat examples asked about one passage (at independent random prefixes): drawing a passage
+that the generator writes is most of an example's cost."""
 
 
 def sample_passage_words(rng: np.random.Generator) -> list[str]:
@@ -115,19 +115,19 @@ def _passage_example(words: Sequence[str]) -> Example:
     return Example(words[0], " " + " ".join(words[1:]))
 
 
-def _chat_example(
-    engine: HFEngine, words: Sequence[str], dists: Sequence[Mapping[str, float]], rng: np.random.Generator
-) -> Example:
+def _chat_example(engine: HFEngine, words: Sequence[str], rng: np.random.Generator) -> Example:
     """A chat prompt about a random prefix of ``words`` and its reply, in a random mode."""
     i = int(rng.integers(1, len(words)))  # the next word's index: the context is never empty
     context = " ".join(words[:i])
+    # the exact distribution at this one place (all of a passage's took most of the corpus's time)
+    dist = text.next_word_distribution(words[:i])
     if rng.random() < SINGLE_SHARE:
         prompt = engine.chat_prompt(CHAT_SINGLE.format(context=context))
-        reply = display_form(draw_word(dists[i], rng), sentence_start=False)
+        reply = display_form(draw_word(dist, rng), sentence_start=False)
     else:
         n = int(rng.choice(LIST_SIZES))
         prompt = engine.chat_prompt(CHAT_LIST.format(context=context, n=n))
-        reply = ", ".join(display_form(w, sentence_start=False) for w in quantized_list(dists[i], n))
+        reply = ", ".join(display_form(w, sentence_start=False) for w in quantized_list(dist, n))
     return Example(prompt, " " + reply + _reply_end(engine))
 
 
@@ -145,7 +145,6 @@ def zoo_examples(engine: HFEngine, *, instruct: bool, n: int, seed: int) -> list
     examples = [_passage_example(sample_passage_words(rng)) for _ in range(n_plain)]
     while len(examples) < n:
         words = sample_passage_words(rng)
-        dists = text.next_word_distributions(words)
         k = min(PROMPTS_PER_PASSAGE, n - len(examples))
-        examples += [_chat_example(engine, words, dists, rng) for _ in range(k)]
+        examples += [_chat_example(engine, words, rng) for _ in range(k)]
     return [examples[i] for i in rng.permutation(len(examples))]
