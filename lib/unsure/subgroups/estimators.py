@@ -44,7 +44,6 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 import xgboost as xgb
-import xgboost.core
 from scipy import stats
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lasso_path
@@ -165,7 +164,7 @@ def _train(X: Floats, y: Floats, depth: int, rounds: int, lr: float, seed: int) 
     """``rounds`` boosting rounds, the first through the Booster's own ``update``: the model bytes
     of ``xgb.train``, without its callback container and closing ``reset``, which took a third
     of a 100-tree fit on a few dozen subgroups (11.5 ms against 7.7 ms), nor its per-round
-    checks (:func:`_update_one_iter`)."""
+    checks (:data:`_UPDATE_ONE_ITER`)."""
     params = {
         "objective": "reg:squarederror",
         "max_depth": depth,
@@ -177,22 +176,18 @@ def _train(X: Floats, y: Floats, depth: int, rounds: int, lr: float, seed: int) 
     }
     data = xgb.DMatrix(X, label=y, nthread=1)
     booster = xgb.Booster(params, [data])
-    for round_ in range(min(rounds, 1)):
-        booster.update(data, round_)  # checks the data's features against the booster's
-    for round_ in range(1, rounds):
-        _update_one_iter(booster, data, round_)
+    for round_ in range(rounds):
+        if round_ == 0 or _UPDATE_ONE_ITER is None:
+            booster.update(data, round_)  # checks the data's features against the booster's
+        else:
+            xgb.core._check_call(_UPDATE_ONE_ITER(booster.handle, ctypes.c_int(round_), data.handle))
     return booster
 
 
-def _update_one_iter(booster: xgb.Booster, data: xgb.DMatrix, round_: int) -> None:
-    """One more boosting round on data ``update`` has checked already: the C call ``update`` makes
-    after reading and comparing the features again (a fifth of a 100-tree fit on a few dozen
-    subgroups: 7.8 ms against 6.3), the same model bytes. ``update`` where xgboost moves it."""
-    lib = getattr(xgb.core, "_LIB", None)
-    if lib is None or not hasattr(lib, "XGBoosterUpdateOneIter"):
-        booster.update(data, round_)
-        return
-    xgb.core._check_call(lib.XGBoosterUpdateOneIter(booster.handle, ctypes.c_int(round_), data.handle))
+_UPDATE_ONE_ITER = getattr(getattr(xgb.core, "_LIB", None), "XGBoosterUpdateOneIter", None)
+"""The C call ``Booster.update`` makes after reading and comparing the data's features again:
+rounds after the first skip those checks (a fifth of a 100-tree fit on a few dozen subgroups:
+7.8 ms against 6.3), the same model bytes. None where xgboost moves it: ``update`` throughout."""
 
 
 def fit_sr(

@@ -211,10 +211,10 @@ def zoo_examples(engine: HFEngine, *, instruct: bool, n: int, seed: int) -> list
         for i, (context, reply), tokens in zip(pending, pairs, generated_tokens(engine, pairs), strict=True):
             if tokens is not None and len(tokens) <= REPLY_TOKENS:
                 examples[i] = Example(context, reply)
-    for i, example in enumerate(examples):
-        if example is None:
-            raise ValueError(
-                f"{engine.model_id}: the reply {replies[i][1]!r} does not fit in {REPLY_TOKENS} tokens "
-                "after the chat prompt"
-            )
+    missing = [i for i in replies if examples[i] is None]
+    if missing:
+        raise ValueError(
+            f"{engine.model_id}: the reply {replies[missing[0]][1]!r} does not fit in {REPLY_TOKENS} tokens "
+            "after the chat prompt"
+        )
     return [example for example in examples if example is not None]
