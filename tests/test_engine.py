@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from unsure.engine import ChoiceRequest, ContinuationRequest, NumericRequest, ReplyRequest
+from unsure.engine.forward import common_prefix_length
 from unsure.engine.hf import HFEngine
 
 CONTEXTS = [
@@ -159,6 +160,18 @@ def test_option_orders_share_their_prefix_and_score_as_if_alone(tiny_models: dic
         np.testing.assert_allclose(t.probs, a.probs, atol=1e-5)
         assert t.mass == pytest.approx(a.mass, abs=1e-5) and t.prefix == a.prefix
     assert packed_tokens < 0.7 * separate_tokens, (packed_tokens, separate_tokens)
+
+
+def test_common_prefix_length_is_the_first_difference() -> None:
+    """Halving slices finds the first differing token of two lists wherever it lies (first, last,
+    none, one list the other's prefix), within the asked bound: checked against a token-by-token scan."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        a = rng.integers(0, 3, size=int(rng.integers(0, 40))).tolist()
+        b = a[: int(rng.integers(0, len(a) + 1))] + rng.integers(0, 3, size=int(rng.integers(0, 5))).tolist()
+        most = None if rng.random() < 0.5 else int(rng.integers(0, 45))
+        scan = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        assert common_prefix_length(a, b, most) == (scan if most is None else min(scan, most)), (a, b, most)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])

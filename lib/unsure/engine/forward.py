@@ -543,21 +543,38 @@ def shared_prefix_groups(
     """
     order = sorted(prompts, key=lambda i: (prompts[i][0], prompts[i][1]))
     groups: list[tuple[list[int], int]] = []
+    shortest = 0  # the last group's shortest prompt
     for i in order:
         read, tokens = prompts[i]
         if groups:
             group, cut = groups[-1]
             first_read, first = prompts[group[0]]
-            same = next(
-                (k for k, (a, b) in enumerate(zip(first, tokens, strict=False)) if a != b), min(len(first), len(tokens))
-            )
-            common = min(cut, same, len(tokens) - 1)
-            shortest = min(len(tokens), *(len(prompts[j][1]) for j in group))
-            if first_read == read and common >= SHARED_PREFIX_MIN * shortest and common > 0:
-                groups[-1] = ([*group, i], common)
-                continue
+            if first_read == read:
+                common = min(common_prefix_length(first, tokens, cut), len(tokens) - 1)
+                if common > 0 and common >= SHARED_PREFIX_MIN * min(shortest, len(tokens)):
+                    group.append(i)
+                    groups[-1] = (group, common)
+                    shortest = min(shortest, len(tokens))
+                    continue
         groups.append(([i], max(0, len(tokens) - 1)))
+        shortest = len(tokens)
     return groups
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int], most: int | None = None) -> int:
+    """How many leading tokens ``a`` and ``b`` share (at most ``most``), found by halving
+    slices, which compare in C, instead of a Python step per token."""
+    n = min(len(a), len(b)) if most is None else min(len(a), len(b), most)
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], and the first difference lies before hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _is_out_of_memory(err: RuntimeError) -> bool:

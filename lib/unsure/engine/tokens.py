@@ -149,6 +149,7 @@ class Codec:
         distinct = list(dict.fromkeys(c for c, _ in moved))
         context_ids = dict(zip(distinct, self.tokens_many(distinct), strict=True))
         whole = self.tokens_many([c + k for c, k in moved])
+        unknown = self._unknown_id()
         out = []
         for (context, continuation), full in zip(moved, whole, strict=True):
             ctx = context_ids[context]
@@ -156,19 +157,24 @@ class Codec:
                 cont = full[len(ctx) :]
             else:
                 ctx, cont = self.encode(context), self.tokens(continuation, special=False)
-            self._check_continuation(continuation, cont)
+            self._check_continuation(continuation, cont, unknown)
             out.append((list(ctx), cont))
         return out
 
-    def _check_continuation(self, continuation: str, cont: list[int]) -> None:
+    def _unknown_id(self) -> int | None:
+        """The unknown token's id where text can encode to it (GPT-2's is its EOS, which text never
+        encodes to); read once per call, as the tokenizer's special-token properties cost a lookup each."""
+        tok = self.tokenizer
+        unk = tok.unk_token_id
+        return None if unk is None or unk in (tok.eos_token_id, tok.bos_token_id) else int(unk)
+
+    def _check_continuation(self, continuation: str, cont: list[int], unknown: int | None) -> None:
         if not cont:
             raise ValueError(f"{self.model_id}: continuation {continuation!r} encodes to no tokens")
-        tok = self.tokenizer
-        unk = tok.unk_token_id  # GPT-2's is its EOS, which text never encodes to
-        if unk is not None and unk not in (tok.eos_token_id, tok.bos_token_id) and unk in cont:
+        if unknown is not None and unknown in cont:
             raise ValueError(  # else every unknown word would get the same probability
-                f"{self.model_id}: continuation {continuation!r} holds text the tokenizer does not know "
-                f"(it encodes to the unknown token {tok.unk_token!r}); choose options the vocabulary can spell"
+                f"{self.model_id}: continuation {continuation!r} holds text the tokenizer does not know (it "
+                f"encodes to the unknown token {self.tokenizer.unk_token!r}); choose options the vocabulary can spell"
             )
 
     def chat_prompt(self, user: str, *, system: str | None = None, prefill: str = "") -> str:
