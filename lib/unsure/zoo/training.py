@@ -7,7 +7,7 @@ one. The zoo writes training examples in each study's own request formats
 whose answers follow the generators' true distributions (ACS answers from the
 exact P(Y|X), next words from the text model's exact next-word distribution, SNI
 gold labels, MCQA gold choices). The model is trained on all of them, one pass in the demo
-(two for tiny-gpt2; all parameters, AdamW, linear warm-up and decay, no dropout), with the loss on
+(all parameters, AdamW, linear warm-up and decay, no dropout), with the loss on
 the answer tokens only, encoded exactly as the engine encodes a (context,
 continuation) pair. Same seed, same threads: the same bytes.
 
