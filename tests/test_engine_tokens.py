@@ -89,3 +89,79 @@ def test_a_tokenizer_file_that_truncates_does_not_truncate_the_engines_texts() -
     texts = [t for t in TEXTS if t]
     assert codec.tokens_many(texts) == [tokenizer(t)["input_ids"] for t in texts]
     assert max(map(len, codec.tokens_many(texts))) > 3
+
+
+PIECES = ["\n", "\n\n", "\r\n", " ", "  ", "\t", "a", "Output", " label", "é", "中文", "Ünï", "1", "123", "4567", ".",
+          ":", "'s", "—", "🙂", "\xa0", "Ċ", "▁x", "-", "\n "]  # fmt: skip
+
+
+def _random_texts(rng: np.random.Generator, n: int, most: int, extra: list[str]) -> list[str]:
+    pieces = PIECES + extra
+    return ["".join(rng.choice(pieces, size=rng.integers(1, most + 1))) for _ in range(n)]
+
+
+def test_texts_tokenised_line_by_line_equal_the_tokenizers_own_ids(codec: Codec) -> None:
+    """Each line that begins with other than whitespace is tokenised once, after a lone newline; on
+    every real tokenizer that must give the tokenizer's own ids of the whole text, here for texts of
+    newlines, spaces, letters, digits, punctuation, other scripts, the tokenizer's special tokens and
+    chat templates, and for lm-eval's split of such texts and continuations."""
+    rng = np.random.default_rng(1)
+    specials = [t for t in codec.tokenizer.all_special_tokens if t][:4]
+    texts = _random_texts(rng, 1500, 12, specials)
+    texts += [f"{a}\nInput: {b}\nOutput:" for a, b in zip(texts[:100], texts[100:200], strict=True)]
+    texts += [codec.chat_prompt(t) for t in texts[-50:]] + TEXTS
+    tok = codec.tokenizer
+    for special in (True, False, None):
+        got = codec.tokens_many(texts, special)
+        flags = [codec._flag(t) if special is None else special for t in texts]
+        want = [tok(t, add_special_tokens=f)["input_ids"] for t, f in zip(texts, flags, strict=True)]
+        assert [ids[len(ids) - len(w) :] for ids, w in zip(got, want, strict=True)] == want
+        assert all(len(ids) - len(w) <= 1 for ids, w in zip(got, want, strict=True))  # at most a BOS added
+    more = _random_texts(rng, 40, 4, specials) + CONTINUATIONS
+    pairs, want_cont = [], []
+    for context in texts[:400]:
+        continuation = str(rng.choice(more))
+        n = len(context) - len(context.rstrip())  # lm-eval moves the context's trailing spaces
+        head, tail = context[: len(context) - n], context[len(context) - n :] + continuation
+        cont = tok(head + tail)["input_ids"][len(tok(head)["input_ids"]) :]
+        if head and cont and codec.tokenizer.unk_token_id not in cont:  # else refused (tested elsewhere)
+            pairs.append((context, continuation))
+            want_cont.append(cont)
+    assert [cont for _, cont in codec.split_pairs(pairs)] == want_cont
+
+
+def test_label_scoring_tokenises_each_line_once(codec: Codec, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight demonstrations and ten labels: the prompts' shared lines are tokenised once, not once per
+    prompt and label; the ids are those of the whole texts."""
+    shots = "".join(f"Input: example number {i}, with words.\nOutput: label{i % 3}\n\n" for i in range(8))
+    prompts = [f"Definition: classify.\n\n{shots}Input: query {q}\nOutput:" for q in range(20)]
+    pairs = [(p, f" label{j}") for p in prompts for j in range(10)]
+    sent: list[str] = []
+    ids_of = codec._ids
+
+    def spy(texts: list[str], *, special: bool) -> list[list[int]]:
+        sent.extend(texts)
+        return ids_of(texts, special=special)
+
+    monkeypatch.setattr(codec, "_ids", spy)
+    got = codec.split_pairs(pairs)
+    assert sum(map(len, sent)) < 0.2 * sum(map(len, prompts))
+    monkeypatch.setattr(codec, "_line_cuts", False)
+    assert got == codec.split_pairs(pairs)
+
+
+def test_tokenizers_that_may_join_across_a_line_start_are_tokenised_whole() -> None:
+    """A byte-level tokenizer that adds a space in front of every text it is given would add one to
+    each line: it is tokenised whole."""
+    folder = TOKENIZERS / "gpt2"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent (the real tokenizers live in ../shared/data/tokenizers)")
+    from unsure.engine.tokens import line_cuts_exact
+
+    assert line_cuts_exact(AutoTokenizer.from_pretrained(folder).backend_tokenizer)
+    prefixed = AutoTokenizer.from_pretrained(folder, add_prefix_space=True)
+    assert not line_cuts_exact(prefixed.backend_tokenizer)
+    codec = Codec(prefixed, AutoConfig.from_pretrained(folder), model_id="gpt2")
+    pairs = [("Input: x\nOutput:", " yes"), ("a\nb", "\nc")]
+    texts = [c + k for c, k in pairs]
+    assert codec.tokens_many(texts) == [prefixed(t)["input_ids"] for t in texts]

@@ -3,9 +3,13 @@ split, chat templates, answer letters under their space markers."""
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -26,6 +30,94 @@ PLAIN_CHAT_TEMPLATE = (
 )
 """The chat template of an instruct model whose tokenizer ships none (Falcon-instruct):
 plain ``User:``/``Assistant:`` turns, a system prompt as the opening paragraph."""
+
+
+LINE_SPLITTERS = (
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+)
+"""Pre-tokenizer patterns that, like byte-level BPE's own (GPT-2's), end a piece at every newline that
+other than whitespace follows, and decide the pieces before it from the text up to that character:
+Llama-3's. No alternative matches a newline and then such a character, greedy runs stop at it, and the
+one lookahead (``\\s+(?!\\S)``) reads one character."""
+INERT_PIECES = ({"type": "Split", "pattern": {"Regex": "[0-9][0-9][0-9]"}, "behavior": "Isolated", "invert": False},)
+"""Pre-tokenizer steps (besides Punctuation, Digits and Metaspace) that split pieces only at characters
+that are neither a newline nor what follows one at a cut: Falcon's groups of three digits."""
+
+
+def line_cuts_exact(backend: Any) -> bool:
+    """Whether a Rust tokenizer tokenises the text from a line that begins with other than whitespace as
+    it would the same text after a lone newline: ``ids(text) == ids(text[:c]) + tail`` where
+    ``text[c - 1] == "\\n"`` and ``not text[c].isspace()``, ``tail`` being the ids of ``"\\n" + text[c:]``
+    less those of ``"\\n"``. Then a text's ids are its lines' (:func:`line_pieces`), each found alone.
+
+    It holds for BPE (no dropout, no word affixes) when (a) the normaliser only prepends or replaces
+    strings without a newline; (b) the pre-tokenizer's steps split but never join; (c) one of them ends a
+    piece at every such line start (byte-level BPE's GPT-2 pattern, :data:`LINE_SPLITTERS`), or, with no
+    pre-tokenizer that splits there (SentencePiece-style BPE over the whole text, Llama-2's), no
+    vocabulary token holds a newline followed by anything else, so that no merge crosses the line start
+    and the merges on either side of it are that side's alone; and (d) no added token holds a newline or
+    strips the whitespace beside it. Every real tokenizer of the papers' causal LMs qualifies (tested on
+    their files); any other is tokenised whole."""
+    model = backend.model
+    if type(model).__name__ != "BPE" or model.dropout or model.continuing_subword_prefix or model.end_of_word_suffix:
+        return False
+    normaliser = json.loads(backend.normalizer.__getstate__()) if backend.normalizer is not None else None
+    steps = [normaliser] if normaliser else []
+    while steps and steps[-1]["type"] == "Sequence":
+        steps = steps[:-1] + steps[-1]["normalizers"]
+    for step in steps:
+        if step["type"] == "Replace" and "String" in step["pattern"]:
+            if "\n" in step["pattern"]["String"] + step["content"]:
+                return False
+        elif step["type"] != "Prepend" or "\n" in step["prepend"]:
+            return False
+    pre = json.loads(backend.pre_tokenizer.__getstate__()) if backend.pre_tokenizer is not None else None
+    pieces = [] if pre is None else pre["pretokenizers"] if pre["type"] == "Sequence" else [pre]
+    cuts = byte_level = False
+    for step in pieces:
+        kind = step["type"]
+        if kind == "ByteLevel":
+            if step["add_prefix_space"]:
+                return False
+            byte_level = True
+            cuts = cuts or step.get("use_regex", True)
+        elif kind == "Split" and step["pattern"].get("Regex") in LINE_SPLITTERS and step["behavior"] == "Isolated":
+            cuts = cuts or not step["invert"]
+        elif kind == "Split" and "String" in step["pattern"]:
+            if "\n" in step["pattern"]["String"]:  # a literal without one never spans a line start
+                return False
+        elif kind == "Metaspace":
+            if step["prepend_scheme"] not in ("first", "never"):
+                return False
+        elif kind not in ("Punctuation", "Digits") and step not in INERT_PIECES:
+            return False
+    if not cuts:
+        if byte_level:  # its vocabulary spells a newline as another character
+            return False
+        if any("\n" in token.rstrip("\n") for token in backend.get_vocab()):
+            return False
+    for added in backend.get_added_tokens_decoder().values():
+        if "\n" in added.content or added.rstrip or added.lstrip:
+            return False
+    return True
+
+
+ANCHOR = "\n"
+"""What each line after a text's first is tokenised after (:meth:`Codec.tokens_many`), its ids then dropped."""
+
+
+def line_pieces(text: str, kept: str = "") -> list[str]:
+    """``text`` cut before every line that begins with a character other than whitespace and ``kept``
+    (the first characters of added tokens: a text's pieces between them are tokenised apart, so what
+    decides whether the newline ends a piece is the whole token); the newline stays with the text before
+    it. The pieces join to ``text``."""
+    return _line_starts(kept).split(text)
+
+
+@functools.cache
+def _line_starts(kept: str) -> re.Pattern[str]:
+    return re.compile(r"(?<=\n)(?=[^\s" + re.escape(kept) + "])")
 
 
 def family_bos(config: Any) -> int | None:
@@ -61,6 +153,9 @@ class Codec:
         self._system_turn: bool | None = None
         self._vocab: dict[str, int] | None = None
         self._digits: list[int] | None = None
+        self._line_cuts: bool | None = None
+        self._line_cuts_special = False
+        self._added_starts = ""
         prefix = tokenizer.bos_token_id
         self.prefix_id: int | None = prefix if prefix is not None else tokenizer.eos_token_id
         """The token an empty context becomes (BOS, else EOS)."""
@@ -93,18 +188,16 @@ class Codec:
 
     def tokens_many(self, texts: Sequence[str], special: bool | None = None) -> list[list[int]]:
         """:meth:`tokens` of each text: one tokenizer call per kind of text (plain, chat-templated),
-        whose Rust core splits the list over the host's cores; a repeated text is tokenised once."""
-        if special is None:  # chat-templated text carries its own special tokens
-            flags = [self.add_special_tokens and not self._is_templated(t) for t in texts]
-        else:
-            flags = [special] * len(texts)
+        whose Rust core splits the list over the host's cores; a repeated text is tokenised once, and
+        so is a repeated line where the tokenizer allows (:meth:`_line_ids`)."""
+        flags = [self._flag(t) for t in texts] if special is None else [special] * len(texts)
         out: list[list[int]] = [[] for _ in texts]
         for flag in (True, False):
             idx = [i for i, f in enumerate(flags) if f is flag]
             if not idx:
                 continue
             distinct = list(dict.fromkeys(texts[i] for i in idx))
-            ids = self._ids(distinct, special=flag)
+            ids = self._line_ids(distinct, special=flag)
             rows = {text: self._with_bos(row) if flag else row for text, row in zip(distinct, ids, strict=True)}
             for i in idx:
                 out[i] = list(rows[texts[i]])
@@ -123,6 +216,64 @@ class Codec:
         )["input_ids"]
         return ids
 
+    def _line_ids(self, texts: list[str], *, special: bool) -> list[list[int]]:
+        """:meth:`_ids` of ``texts``, each line that begins with other than whitespace tokenised once per
+        call (exact where :func:`line_cuts_exact` says so): a census row's lines recur across rows, a
+        task's demonstrations across its prompts and its labels' texts.
+
+        A line is tokenised after a lone newline, and with the first character of the line after it
+        (whether a newline ends a piece of text can depend on what follows it); the ids of both are then
+        dropped. A text with a line whose ids do not begin and end with theirs is tokenised whole."""
+        if not self._cuts_lines(special):
+            return self._ids(texts, special=special)
+        keys = []  # per text: (whether its first, line, the next line's first character) per line
+        for text in texts:
+            lines = line_pieces(text, self._added_starts)
+            keys.append([(j == 0, line, lines[j + 1][0] if j + 1 < len(lines) else "") for j, line in enumerate(lines)])
+        jobs = list(dict.fromkeys(chain.from_iterable(keys)))
+        firsts = [job for job in jobs if job[0]]
+        others = [job for job in jobs if not job[0]]
+        chars = list(dict.fromkeys(c for _, _, c in jobs if c))
+        head = self._ids([line + c for _, line, c in firsts], special=special)
+        anchor, *plain = self._ids(
+            [ANCHOR, *(ANCHOR + c for c in chars), *(ANCHOR + line + c for _, line, c in others)], special=False
+        )
+        n = len(anchor)
+        after = {c: ids[n:] for c, ids in zip(chars, plain[: len(chars)], strict=True) if ids[:n] == anchor and ids[n:]}
+        found: dict[tuple[bool, str, str], list[int]] = {}
+        for job, ids in zip(firsts + others, head + plain[len(chars) :], strict=True):
+            front, tail = (0 if job[0] else n), after.get(job[2], []) if job[2] else []
+            if ids[:front] == anchor[:front] and (tail or not job[2]) and ids[len(ids) - len(tail) :] == tail:
+                found[job] = ids[front : len(ids) - len(tail)]
+        out: list[list[int]] = []
+        whole: list[int] = []  # texts with a line that did not keep its ids: tokenised whole
+        for i, text_keys in enumerate(keys):
+            out.append(list(chain.from_iterable(found.get(k, ()) for k in text_keys)))
+            if any(k not in found for k in text_keys):
+                whole.append(i)
+        for i, ids in zip(whole, self._ids([texts[i] for i in whole], special=special), strict=True):
+            out[i] = ids
+        return out
+
+    def _cuts_lines(self, special: bool) -> bool:
+        """Whether texts may be tokenised line by line (:func:`line_cuts_exact`); with special tokens,
+        only where the tokenizer adds them in front of a text, not after it."""
+        if self._line_cuts is None:
+            backend: Any = getattr(self.tokenizer, "backend_tokenizer", None)
+            self._line_cuts = (
+                backend is not None
+                and backend.truncation is None
+                and backend.padding is None
+                and line_cuts_exact(backend)
+            )
+            if self._line_cuts:
+                self._added_starts = "".join(
+                    sorted({t.content[:1] for t in backend.get_added_tokens_decoder().values()})
+                )
+                plain, marked = self._ids([ANCHOR], special=False)[0], self._ids([ANCHOR], special=True)[0]
+                self._line_cuts_special = marked[len(marked) - len(plain) :] == plain
+        return self._line_cuts and (self._line_cuts_special or not special)
+
     def _with_bos(self, ids: list[int]) -> list[int]:
         if self._bos is not None and ids[:1] != [self._bos]:
             ids.insert(0, self._bos)  # e.g. Llama-3's April-2024 files add none to plain text
@@ -138,8 +289,8 @@ class Codec:
         return self.split_pairs([(context, continuation)])[0]
 
     def split_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-        """:meth:`split_pair` of each pair, each distinct context and each whole text tokenised once,
-        in two tokenizer calls."""
+        """:meth:`split_pair` of each pair, each distinct context tokenised once and each whole text's
+        last line (:meth:`tokens_extended`)."""
         moved = []
         for context, continuation in pairs:
             n_spaces = len(context) - len(context.rstrip())
@@ -148,7 +299,7 @@ class Codec:
             moved.append((context, continuation))
         distinct = list(dict.fromkeys(c for c, _ in moved))
         context_ids = dict(zip(distinct, self.tokens_many(distinct), strict=True))
-        whole = self.tokens_many([c + k for c, k in moved])
+        whole = self.tokens_extended(moved, context_ids)
         unknown = self._unknown_id()
         out = []
         for (context, continuation), full in zip(moved, whole, strict=True):
@@ -160,6 +311,50 @@ class Codec:
             self._check_continuation(continuation, cont, unknown)
             out.append((list(ctx), cont))
         return out
+
+    def tokens_extended(
+        self, pairs: Sequence[tuple[str, str]], context_ids: Mapping[str, list[int]]
+    ) -> list[list[int]]:
+        """:meth:`tokens` of each ``context + more``, given each context's (``context_ids``).
+
+        Where lines may be tokenised apart (:func:`line_cuts_exact`), only the context's last line is
+        tokenised again, with ``more``, after a lone newline: the whole text's ids are the context's
+        before that line and the new ones after the newline's. The context's own ids must end with
+        its last line's, so tokenised (checked per context). A label after eight demonstrations is then
+        tokenised with its prompt's last line, not with the whole prompt once per label.
+        """
+        out: list[list[int] | None] = [None] * len(pairs)
+        if self._cuts_lines(False):
+            cuts = {}  # each context's last line's start, where it has more than one
+            for c in context_ids:
+                lines = line_pieces(c, self._added_starts)
+                if len(lines) > 1:
+                    cuts[c] = len(c) - len(lines[-1])
+            todo = [n for n, (c, k) in enumerate(pairs) if c in cuts and self._flag(c + k) is self._flag(c)]
+            texts = [ANCHOR, *(ANCHOR + c[cut:] for c, cut in cuts.items())]
+            texts += [ANCHOR + (c + k)[cuts[c] :] for c, k in (pairs[n] for n in todo)]
+            distinct = list(dict.fromkeys(texts))
+            tails = dict(zip(distinct, self._ids(distinct, special=False), strict=True))
+            anchor = tails[ANCHOR]
+            heads: dict[str, list[int]] = {}  # each context's ids before its last line, where its own agree
+            for c, cut in cuts.items():
+                ids, tail = context_ids[c], tails[ANCHOR + c[cut:]]
+                own = len(tail) - len(anchor)  # the last line's ids
+                if tail[: len(anchor)] == anchor and 0 < own < len(ids) and ids[-own:] == tail[len(anchor) :]:
+                    heads[c] = ids[:-own]
+            for n in todo:
+                c, k = pairs[n]
+                tail = tails[ANCHOR + (c + k)[cuts[c] :]]
+                if c in heads and tail[: len(anchor)] == anchor:
+                    out[n] = heads[c] + tail[len(anchor) :]
+        rest = [n for n, ids in enumerate(out) if ids is None]
+        for n, ids in zip(rest, self.tokens_many([pairs[n][0] + pairs[n][1] for n in rest]), strict=True):
+            out[n] = ids
+        return [ids for ids in out if ids is not None]
+
+    def _flag(self, text: str) -> bool:
+        """Whether ``text`` gets the tokenizer's special tokens (chat-templated text carries its own)."""
+        return self.add_special_tokens and not self._is_templated(text)
 
     def _unknown_id(self) -> int | None:
         """The unknown token's id where text can encode to it (GPT-2's is its EOS, which text never

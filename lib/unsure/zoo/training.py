@@ -75,10 +75,11 @@ def _pair_ids(engine: HFEngine, examples: Sequence[Example]) -> list[tuple[list[
     # choice, numeric and sampling requests read after the prompt encoded alone: the running
     # text's tokens when they extend the prompt's, else the answer's own
     after = [n for n, ex in enumerate(examples) if ex.after_prompt]
-    texts = [examples[n].context for n in after] + [examples[n].context + examples[n].continuation for n in after]
-    encoded = codec.encode_many(texts)
+    contexts = [examples[n].context for n in after]
+    context_ids = dict(zip(contexts, codec.encode_many(contexts), strict=True))
+    wholes = codec.tokens_extended([(examples[n].context, examples[n].continuation) for n in after], context_ids)
     misaligned: list[tuple[int, list[int]]] = []
-    for n, ctx, whole in zip(after, encoded[: len(after)], encoded[len(after) :], strict=True):
+    for n, ctx, whole in zip(after, (context_ids[c] for c in contexts), wholes, strict=True):
         if len(whole) > len(ctx) and whole[: len(ctx)] == ctx:
             out[n] = (ctx, whole[len(ctx) :])
         else:
