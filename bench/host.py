@@ -62,8 +62,9 @@ DEVICE_WORK = (
 )
 """Functions whose time is the device's: each runs torch kernels on the model's output or
 builds the attention layout from tensors already on the device."""
-TOKENIZER_WORK = ((tokens.Codec, "tokens_many"), (tokens.Codec, "decode_many"))
-"""The tokenizer's calls (its Rust core, which spreads a list over the host's cores), timed apart."""
+TOKENIZER_WORK = ((tokens.Codec, "_ids"), (tokens.Codec, "decode_many"))
+"""The tokenizer's calls (its Rust core, which spreads a list over the host's cores), timed apart; the
+engine's own work around them (cutting texts into lines, joining their ids) is the host's."""
 
 
 def build_model(root: Path, tokenizer: Path) -> Path:

@@ -110,6 +110,7 @@ def test_texts_tokenised_line_by_line_equal_the_tokenizers_own_ids(codec: Codec)
     texts = _random_texts(rng, 1500, 12, specials)
     texts += [f"{a}\nInput: {b}\nOutput:" for a, b in zip(texts[:100], texts[100:200], strict=True)]
     texts += [codec.chat_prompt(t) for t in texts[-50:]] + TEXTS
+    texts += ["a\n—", "\nx\ny", "b\nx", "x\n", "\n", "\n\n", "x\n\ny"]  # one-character lines, first and last
     tok = codec.tokenizer
     for special in (True, False, None):
         got = codec.tokens_many(texts, special)

@@ -112,12 +112,13 @@ def line_pieces(text: str, kept: str = "") -> list[str]:
     (the first characters of added tokens: a text's pieces between them are tokenised apart, so what
     decides whether the newline ends a piece is the whole token); the newline stays with the text before
     it. The pieces join to ``text``."""
-    return _line_starts(kept).split(text)
+    *lines, last = _line_starts(kept).split(text)
+    return [line + "\n" for line in lines] + [last]
 
 
 @functools.cache
 def _line_starts(kept: str) -> re.Pattern[str]:
-    return re.compile(r"(?<=\n)(?=[^\s" + re.escape(kept) + "])")
+    return re.compile(r"\n(?=[^\s" + re.escape(kept) + "])")
 
 
 def family_bos(config: Any) -> int | None:
@@ -226,30 +227,44 @@ class Codec:
         dropped. A text with a line whose ids do not begin and end with theirs is tokenised whole."""
         if not self._cuts_lines(special):
             return self._ids(texts, special=special)
-        keys = []  # per text: (whether its first, line, the next line's first character) per line
+        kept = self._added_starts
+        firsts, rests = [], []  # per text: its first line, and its other lines after the newline
+        # each first line's and each line's text: the next line's first character it ends with, if any
+        head_ends: dict[str, str] = {}
+        line_ends: dict[str, str] = {}
         for text in texts:
-            lines = line_pieces(text, self._added_starts)
-            keys.append([(j == 0, line, lines[j + 1][0] if j + 1 < len(lines) else "") for j, line in enumerate(lines)])
-        jobs = list(dict.fromkeys(chain.from_iterable(keys)))
-        firsts = [job for job in jobs if job[0]]
-        others = [job for job in jobs if not job[0]]
-        chars = list(dict.fromkeys(c for _, _, c in jobs if c))
-        head = self._ids([line + c for _, line, c in firsts], special=special)
-        anchor, *plain = self._ids(
-            [ANCHOR, *(ANCHOR + c for c in chars), *(ANCHOR + line + c for _, line, c in others)], special=False
-        )
+            pieces = line_pieces(text, kept)
+            after = [p[0] for p in pieces[1:]] + [""]
+            firsts.append(pieces[0] + after[0])
+            head_ends[firsts[-1]] = after[0]
+            rests.append([ANCHOR + p + a for p, a in zip(pieces[1:], after[1:], strict=True)])
+            line_ends.update(zip(rests[-1], after[1:], strict=True))
+        heads, lines = list(dict.fromkeys(firsts)), list(dict.fromkeys(chain.from_iterable(rests)))
+        chars = list(dict.fromkeys(c for c in chain(head_ends.values(), line_ends.values()) if c))
+        head_ids = self._ids(heads, special=special)
+        anchor, *plain = self._ids([ANCHOR, *(ANCHOR + c for c in chars), *lines], special=False)
         n = len(anchor)
-        after = {c: ids[n:] for c, ids in zip(chars, plain[: len(chars)], strict=True) if ids[:n] == anchor and ids[n:]}
-        found: dict[tuple[bool, str, str], list[int]] = {}
-        for job, ids in zip(firsts + others, head + plain[len(chars) :], strict=True):
-            front, tail = (0 if job[0] else n), after.get(job[2], []) if job[2] else []
-            if ids[:front] == anchor[:front] and (tail or not job[2]) and ids[len(ids) - len(tail) :] == tail:
-                found[job] = ids[front : len(ids) - len(tail)]
+        after_ids = {c: ids[n:] for c, ids in zip(chars, plain[: len(chars)], strict=True) if ids[:n] == anchor}
+
+        def kept_ids(keys: list[str], found: list[list[int]], ends: dict[str, str], front: int) -> dict[str, list[int]]:
+            """Each key's ids without the newline's in front and the next line's character's after."""
+            out = {}
+            for key, ids in zip(keys, found, strict=True):
+                end = ends[key]
+                tail = after_ids.get(end, []) if end else []
+                if (tail or not end) and ids[:front] == anchor[:front] and ids[len(ids) - len(tail) :] == tail:
+                    out[key] = ids[front : len(ids) - len(tail)]
+            return out
+
+        head = kept_ids(heads, head_ids, head_ends, 0)
+        line = kept_ids(lines, plain[len(chars) :], line_ends, n)
         out: list[list[int]] = []
         whole: list[int] = []  # texts with a line that did not keep its ids: tokenised whole
-        for i, text_keys in enumerate(keys):
-            out.append(list(chain.from_iterable(found.get(k, ()) for k in text_keys)))
-            if any(k not in found for k in text_keys):
+        for i, (first, rest) in enumerate(zip(firsts, rests, strict=True)):
+            try:
+                out.append(list(chain(head[first], *map(line.__getitem__, rest))))
+            except KeyError:
+                out.append([])
                 whole.append(i)
         for i, ids in zip(whole, self._ids([texts[i] for i in whole], special=special), strict=True):
             out[i] = ids
