@@ -12,7 +12,6 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForMultipleChoice, AutoTokenizer
 
 from unsure.config import ZooModel
-from unsure.engine.tokens import line_cuts_exact
 from unsure.zoo.build import build, training_texts
 
 SPECS = {
@@ -80,14 +79,6 @@ def test_causal_models_load_by_path_and_score(name: str, built: dict[str, Path])
 def test_llama_adds_bos_like_llama(built: dict[str, Path]) -> None:
     tok = AutoTokenizer.from_pretrained(built["llama"])
     assert tok("hello")["input_ids"][0] == tok.bos_token_id
-
-
-@pytest.mark.parametrize("name", ["gpt2", "llama", "llama-chat"])
-def test_causal_tokenizers_cut_at_lines_as_the_real_ones_do(name: str, built: dict[str, Path]) -> None:
-    """As in GPT-2's and Llama-2's real files, no token spans a newline and the next line, so the engine
-    tokenises the zoo's prompts line by line (:func:`unsure.engine.tokens.line_cuts_exact`)."""
-    tok = AutoTokenizer.from_pretrained(built[name])
-    assert line_cuts_exact(tok.backend_tokenizer)
 
 
 def test_chat_variant_has_a_chat_template(built: dict[str, Path]) -> None:

@@ -118,18 +118,12 @@ def _train_bert_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTo
 
 
 def _train_llama_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenizerBase:
-    """SentencePiece-style BPE: merges never cross a word's leading ``▁`` or a newline (no token
-    holds one with anything else, so text is tokenised line by line, as Llama 2's is), and the 256
-    byte tokens come right after the specials, as in Llama 2."""
+    """SentencePiece-style BPE: merges never cross a word's leading ``▁``, and
+    the 256 byte tokens come right after the specials, as in Llama 2."""
     specials = ["<unk>", "<s>", "</s>"]
     byte_tokens = [f"<0x{i:02X}>" for i in range(256)]
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split("\n", behavior="isolated"),
-            pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True),
-        ]
-    )
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
     trainer = trainers.BpeTrainer(
         vocab_size=max(vocab_size - len(byte_tokens), len(specials) + 1), special_tokens=specials, show_progress=False
     )
