@@ -221,14 +221,19 @@ def risk_scores(path: str, engine: HFEngine, root: Path, n: int) -> tuple[float,
     return n / t_peer, run, agreement
 
 
-def sni_requests(n: int) -> list[tuple[str, tuple[str, ...]]]:
+def sni_requests(n: int, tasks: int | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """``n`` label prompts of 8 demonstrations and 2-10 labels, each with demonstrations of its own; with
+    ``tasks``, prompt ``i`` is task ``i % tasks``'s, whose demonstrations and labels all its prompts share,
+    as the label-bias study's prompts of one task and demonstration set do."""
     text = sentences(n * 20, seed=2)
     rng = np.random.default_rng(0)
     labels = ["yes", "no", "maybe", "positive", "negative", "neutral", "A", "B", "C", "D"]
     reqs = []
     for i in range(n):
         k = int(rng.integers(2, 11))
-        demos = "\n\n".join(f"Input: {text[i * 20 + j]}\nOutput: {labels[j % k]}" for j in range(8))
+        shots = i % tasks if tasks else i  # whose demonstrations
+        k = 2 + shots % 9 if tasks else k
+        demos = "\n\n".join(f"Input: {text[shots * 20 + j]}\nOutput: {labels[j % k]}" for j in range(8))
         reqs.append(
             (
                 f"Definition: Classify the sentence.\n\n{demos}\n\nInput: {text[i * 20 + 9]}\nOutput:",

@@ -165,11 +165,13 @@ def workloads(engine: HFEngine, root: Path, rows: int, contexts: int, samples: i
     ]
     numeric = [NumericRequest(build_prompt(task, t, "numeric", 0, year=2018, protocol="paper")) for t in text]
     labels = [ContinuationRequest(c, ks) for c, ks in sni_requests(contexts)]
+    shared = [ContinuationRequest(c, ks) for c, ks in sni_requests(contexts, tasks=max(1, contexts // 8))]
     prompts = [" ".join(s.split()[:6]) for s in sentences(8, seed=3)]
     draws = [WordSamplingRequest(p, n=samples, seed=i, max_new_tokens=NEW_TOKENS) for i, p in enumerate(prompts)]
     return [
         measure(engine, "risk scores", lambda: engine.choice_probs(choices)),
         measure(engine, "label scores", lambda: engine.continuation_scores(labels)),
+        measure(engine, "label scores, 8 prompts a task", lambda: engine.continuation_scores(shared)),
         measure(engine, "numeric answers", lambda: engine.numeric(numeric)),
         measure(engine, "word sampling", lambda: engine.sample_words(draws)),
     ]
