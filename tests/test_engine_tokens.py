@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from transformers import AutoConfig, AutoTokenizer
 
-from unsure.engine.tokens import PLAIN_CHAT_TEMPLATE, Codec
+from unsure.engine.tokens import PLAIN_CHAT_TEMPLATE, Codec, line_cuts_exact
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tokenizers"
 FOLDERS = [
@@ -157,8 +157,6 @@ def test_tokenizers_that_may_join_across_a_line_start_are_tokenised_whole() -> N
     folder = TOKENIZERS / "gpt2"
     if not folder.is_dir():
         pytest.skip(f"{folder} is absent (the real tokenizers live in ../shared/data/tokenizers)")
-    from unsure.engine.tokens import line_cuts_exact
-
     assert line_cuts_exact(AutoTokenizer.from_pretrained(folder).backend_tokenizer)
     prefixed = AutoTokenizer.from_pretrained(folder, add_prefix_space=True)
     assert not line_cuts_exact(prefixed.backend_tokenizer)
