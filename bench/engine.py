@@ -230,9 +230,9 @@ def sni_requests(n: int, tasks: int | None = None) -> list[tuple[str, tuple[str,
     labels = ["yes", "no", "maybe", "positive", "negative", "neutral", "A", "B", "C", "D"]
     reqs = []
     for i in range(n):
-        k = int(rng.integers(2, 11))
+        drawn = int(rng.integers(2, 11))  # drawn either way: without tasks, the requests are as they were
         shots = i % tasks if tasks else i  # whose demonstrations
-        k = 2 + shots % 9 if tasks else k
+        k = 2 + shots % 9 if tasks else drawn
         demos = "\n\n".join(f"Input: {text[shots * 20 + j]}\nOutput: {labels[j % k]}" for j in range(8))
         reqs.append(
             (

@@ -347,7 +347,7 @@ class Codec:
                     cuts[c] = len(c) - len(lines[-1])
             todo = [n for n, (c, k) in enumerate(pairs) if c in cuts and self._flag(c + k) is self._flag(c)]
             texts = [ANCHOR, *(ANCHOR + c[cut:] for c, cut in cuts.items())]
-            texts += [ANCHOR + (c + k)[cuts[c] :] for c, k in (pairs[n] for n in todo)]
+            texts += [ANCHOR + c[cuts[c] :] + k for c, k in (pairs[n] for n in todo)]
             distinct = list(dict.fromkeys(texts))
             tails = dict(zip(distinct, self._ids(distinct, special=False), strict=True))
             anchor = tails[ANCHOR]
@@ -359,7 +359,7 @@ class Codec:
                     heads[c] = ids[:-own]
             for n in todo:
                 c, k = pairs[n]
-                tail = tails[ANCHOR + (c + k)[cuts[c] :]]
+                tail = tails[ANCHOR + c[cuts[c] :] + k]
                 if c in heads and tail[: len(anchor)] == anchor:
                     out[n] = heads[c] + tail[len(anchor) :]
         rest = [n for n, ids in enumerate(out) if ids is None]
