@@ -76,6 +76,11 @@ def broken(path: str, value: Any) -> dict[str, Any]:
         ("studies.decisionrisk.encoder", "tiny-llama", "studies.decisionrisk.encoder: model 'tiny-llama' is not kind"),
         ("zoo.models.tiny-gpt2.heads", 5, "zoo.models.tiny-gpt2: hidden_size 64 is not divisible by heads 5"),
         ("models.api", {"id": "gpt-4o", "backend": "openai"}, "models.api: an API model needs no GPUs"),
+        ("zoo.models.tiny-llama-chat.base", "tiny-lama", "models.tiny-llama-chat.base: 'tiny-lama' is not a zoo model"),
+        ("zoo.models.tiny-llama-chat.base", "tiny-bert", "'tiny-bert' is not a causal base model"),
+        ("zoo.models.tiny-llama-chat.chat", False, "zoo.models.tiny-llama-chat: base: 'tiny-llama' is tuned into"),
+        ("zoo.models.tiny-llama-chat.layers", 3, "zoo.models.tiny-llama-chat: layers: a variant of base 'tiny-llama'"),
+        ("zoo.models.tiny-llama-chat.architecture", "llama", "names exactly one of architecture"),
     ],
 )
 def test_bad_config_names_the_key(path: str, value: Any, expected: str) -> None:

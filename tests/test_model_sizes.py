@@ -171,3 +171,15 @@ def test_the_readme_example_pasted_into_the_demo_warns_at_plan_time(tmp_path: Pa
         assert "models.qwen2-7b-instruct: 'Qwen/Qwen2-7B-Instruct' has 7.62B parameters" in run.stderr + run.stdout
     else:
         pytest.skip(f"this machine ({memory / 2**30:.0f} GiB, or a GPU) holds the model: nothing to warn of")
+
+
+def test_an_instruct_variant_counts_its_base_models_parameters() -> None:
+    """A zoo variant names no sizes of its own (its base's are its); the demo's chat model is tiny-llama's size."""
+    cfg = load_config(REPO / "config" / "demo.yaml")
+    assert cfg.zoo.models["tiny-llama-chat"].base == "tiny-llama"
+    wide = cfg.zoo.models["tiny-llama"].model_copy(update={"hidden_size": 128})
+    zoo = {**cfg.zoo.models, "tiny-llama": wide}
+    assert parameter_count(cfg.models["tiny-llama-chat"], zoo) == parameter_count(cfg.models["tiny-llama"], zoo)
+    assert parameter_count(cfg.models["tiny-llama-chat"], zoo) != parameter_count(
+        cfg.models["tiny-llama"], cfg.zoo.models
+    )

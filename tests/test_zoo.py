@@ -91,6 +91,29 @@ def test_chat_variant_has_a_chat_template(built: dict[str, Path]) -> None:
     assert AutoTokenizer.from_pretrained(built["llama"]).chat_template is None
 
 
+def test_instruct_variant_is_its_base_with_the_chat_template(built: dict[str, Path], tmp_path: Path) -> None:
+    """A variant of a base model keeps its trained weights and vocabulary, and gains the chat
+    template's two tokens (seeded: the same bytes twice), the end of turn as its end of text."""
+    spec = ZooModel(base="llama", chat=True)
+    for out in ("a", "b"):
+        build("llama-chat", spec, [], tmp_path / out, zoo_seed=0, base=built["llama"])
+    assert digest(tmp_path / "a") == digest(tmp_path / "b")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "a")
+    base_tok = AutoTokenizer.from_pretrained(built["llama"])
+    assert len(tok) == len(base_tok) + 2 and tok.get_vocab().items() >= base_tok.get_vocab().items()
+    assert tok.apply_chat_template([{"role": "user", "content": "A or B?"}], tokenize=False).endswith("<|im_end|>\n")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "a")
+    base = AutoModelForCausalLM.from_pretrained(built["llama"])
+    assert model.config.eos_token_id == model.generation_config.eos_token_id == tok.eos_token_id
+    assert tok.eos_token == "<|im_end|>"
+    for new, old in [(model.get_input_embeddings(), base.get_input_embeddings()), (model.lm_head, base.lm_head)]:
+        assert torch.equal(new.weight[: len(base_tok)], old.weight)
+        assert torch.isfinite(new.weight[len(base_tok) :]).all()
+    assert torch.equal(model.model.layers[0].mlp.up_proj.weight, base.model.layers[0].mlp.up_proj.weight)
+    with pytest.raises(ValueError, match="needs its built folder"):
+        build("llama-chat", spec, [], tmp_path / "c", zoo_seed=0)
+
+
 def test_encoder_is_a_multiple_choice_model(built: dict[str, Path]) -> None:
     tok = AutoTokenizer.from_pretrained(built["bert"])
     model = AutoModelForMultipleChoice.from_pretrained(built["bert"])

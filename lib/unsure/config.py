@@ -177,7 +177,12 @@ class ZooModel(Strict):
     """
 
     architecture: Literal["gpt2", "llama", "bert"] | None = None
-    """The tokenizer family trained on generated text (``None`` with ``tokenizer``)."""
+    """The tokenizer family trained on generated text (``None`` with ``tokenizer`` or ``base``)."""
+    base: Name | None = None
+    """Another zoo model this one is instruction-tuned from, as real chat models are from their
+    base models: it starts from that model's trained weights and tokenizer, gains the chat
+    template and its tokens, and then trains on its own examples (``chat`` must be set; the
+    sizes are the base's)."""
     tokenizer: str | None = None
     """A folder with a real model's tokenizer files and ``config.json`` (no weights): the
     model is that config's architecture at this entry's sizes, and keeps the real tokenizer
@@ -203,10 +208,18 @@ class ZooModel(Strict):
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ZooModel:
-        if (self.architecture is None) == (self.tokenizer is None):
+        if sum(x is not None for x in (self.architecture, self.tokenizer, self.base)) != 1:
             raise ValueError(
-                "a zoo model names exactly one of architecture (a trained tokenizer) or tokenizer (a folder)"
+                "a zoo model names exactly one of architecture (a trained tokenizer), tokenizer (a folder)"
+                " or base (a zoo model it is instruction-tuned from)"
             )
+        if self.base is not None:
+            if not self.chat:
+                raise ValueError(f"base: {self.base!r} is tuned into an instruct variant here, so set chat: true")
+            # by value, not by which keys were given: the rule hands the whole dumped spec on
+            sized = {k for k in VARIANT_KEEPS if getattr(self, k) != type(self).model_fields[k].default}
+            if sized:
+                raise ValueError(f"{', '.join(sorted(sized))}: a variant of base {self.base!r} keeps the base's")
         if self.model_type is not None and self.tokenizer is None:
             raise ValueError("model_type: only with tokenizer (a folder of real tokenizer files)")
         if self.tokenizer is not None and self.chat:
@@ -218,6 +231,10 @@ class ZooModel(Strict):
         return self
 
 
+VARIANT_KEEPS = ("vocab_size", "hidden_size", "layers", "heads", "intermediate_size", "max_positions", "model_type")
+"""What an instruct variant takes from its base model (setting one of them is an error)."""
+
+
 class Zoo(Strict):
     """The local model zoo: built from a seed, byte-identical across builds."""
 
@@ -226,6 +243,21 @@ class Zoo(Strict):
     models: dict[Name, ZooModel] = Field(default_factory=dict)
     training: ZooTraining | None = None
     """``None``: the models stay randomly initialised (the shadow run, tests of the loading path)."""
+
+    @model_validator(mode="after")
+    def _bases_exist(self) -> Zoo:
+        for name, spec in self.models.items():
+            if spec.base is None:
+                continue
+            base = self.models.get(spec.base)
+            if base is None:
+                raise ValueError(f"models.{name}.base: {spec.base!r} is not a zoo model ({', '.join(self.models)})")
+            if base.base is not None or base.chat or base.architecture not in ("gpt2", "llama"):
+                raise ValueError(
+                    f"models.{name}.base: {spec.base!r} is not a causal base model the zoo trains its tokenizer for"
+                    " (a gpt2 or llama entry without chat or base of its own)"
+                )
+        return self
 
 
 class Model(Strict):

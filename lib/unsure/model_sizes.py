@@ -50,6 +50,8 @@ class ZooSizes(Protocol):
     def hidden_size(self) -> int: ...
     @property
     def layers(self) -> int: ...
+    @property
+    def base(self) -> str | None: ...
 
 
 PARAMS: dict[str, tuple[float, float]] = {
@@ -155,7 +157,11 @@ def parameter_count(model: ModelEntry, zoo: Mapping[str, ZooSizes]) -> tuple[flo
         return total * 1e9, active * 1e9
     zoo_name = model.zoo_name
     if zoo_name is not None:
-        return (zoo_parameters(zoo[zoo_name]),) * 2 if zoo_name in zoo else None
+        if zoo_name not in zoo:
+            return None
+        spec = zoo[zoo_name]
+        spec = zoo.get(spec.base, spec) if spec.base else spec  # an instruct variant is its base's size
+        return (zoo_parameters(spec),) * 2
     config = Path(model.id) / "config.json"
     if config.is_file():
         try:

@@ -80,6 +80,12 @@ def zoo_models_in_use():
     return sorted({m.zoo_name for m in CFG.models.values() if m.zoo_name is not None})
 
 
+def zoo_base(wildcards):
+    """The built folder of the zoo model that zoo model ``name`` is instruction-tuned from, if any."""
+    base = CFG.zoo.models[wildcards.name].base
+    return [f"resources/models/{base}"] if base else []
+
+
 def model_files(name):
     """What a job that loads model ``name`` must wait for: its zoo build, if any."""
     zoo = CFG.models[name].zoo_name

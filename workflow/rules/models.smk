@@ -7,6 +7,8 @@ generators' known truth when zoo.training (or the model's own training) is set
 # on two (measured on 2 cores), so two builds run side by side where a 2-thread build held
 # both cores, and the bytes do not depend on how many cores the machine has.
 rule zoo_model:
+    input:
+        base=zoo_base,
     output:
         directory("resources/models/{name}"),
     log:

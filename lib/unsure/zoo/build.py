@@ -84,10 +84,32 @@ def train_tokenizer(spec: ZooModel, texts: Sequence[str]) -> PreTrainedTokenizer
     else:
         tokenizer = _train_llama_tokenizer(texts, spec.vocab_size)
     if spec.chat:
-        tokenizer.add_special_tokens({"additional_special_tokens": CHAT_TOKENS})
-        tokenizer.chat_template = CHAT_TEMPLATE
-        tokenizer.eos_token = "<|im_end|>"
+        add_chat_template(tokenizer)
     return tokenizer
+
+
+def add_chat_template(tokenizer: PreTrainedTokenizerBase) -> None:
+    """The zoo's ChatML template, its two tokens, and its end of turn as the end of text."""
+    tokenizer.add_special_tokens({"additional_special_tokens": CHAT_TOKENS})
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.eos_token = "<|im_end|>"
+
+
+def instruct_variant(base: str | Path, out_dir: str | Path, *, seed: int) -> None:
+    """A base model's trained weights and tokenizer with the chat template added, into ``out_dir``:
+    the two new tokens' embeddings drawn around the trained ones' mean (transformers' resizing,
+    seeded), and their end of turn the model's end of text."""
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    if tokenizer.chat_template is not None:
+        raise ValueError(f"zoo base model {base} already has a chat template")
+    add_chat_template(tokenizer)
+    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    torch.manual_seed(seed)
+    model.resize_token_embeddings(len(tokenizer))
+    model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.eval()
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
 
 
 def _train_bert_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenizerBase:
@@ -276,12 +298,17 @@ def build(
     zoo_seed: int,
     training: ZooTraining | None = None,
     studies: Sequence[CorpusStudy] = (),
+    base: str | Path | None = None,
 ) -> None:
-    """Train the tokenizer, initialise the model from a seed, train a causal LM briefly
-    on ``studies``' known truth when ``training`` is given (:mod:`unsure.zoo.training`),
-    save everything atomically."""
+    """Train the tokenizer, initialise the model from a seed (or take the built ``base`` folder
+    of ``spec.base``), train a causal LM briefly on ``studies``' known truth when ``training``
+    is given (:mod:`unsure.zoo.training`), save everything atomically."""
+    if (spec.base is None) != (base is None):
+        raise ValueError(f"zoo model {name!r}: base {spec.base!r} needs its built folder (given: {base})")
     with atomic_dir(out_dir) as tmp:
-        if spec.tokenizer is not None:
+        if base is not None:
+            instruct_variant(base, tmp, seed=model_seed(zoo_seed, name))
+        elif spec.tokenizer is not None:
             build_from_tokenizer(name, spec, tmp, zoo_seed=zoo_seed)
         else:
             tokenizer = train_tokenizer(spec, texts)
