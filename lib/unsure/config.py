@@ -207,7 +207,7 @@ class ZooModel(Strict):
     ``None``: ``zoo.training``, on the studies that run a ``models:`` entry built from it."""
 
     @model_validator(mode="after")
-    def _heads_divide(self) -> ZooModel:
+    def _one_source_and_consistent(self) -> ZooModel:
         if sum(x is not None for x in (self.architecture, self.tokenizer, self.base)) != 1:
             raise ValueError(
                 "a zoo model names exactly one of architecture (a trained tokenizer), tokenizer (a folder)"
