@@ -119,7 +119,8 @@ def test_gold_continuations_are_the_gold_choice(corpus: dict[bool, tuple[pd.Data
 def test_replies_parse_and_state_the_truth(
     engines: dict[str, HFEngine], corpus: dict[bool, tuple[pd.DataFrame, list[Any]]]
 ) -> None:
-    """Each reply, cut where the room stops generating, parses to the generator's probabilities."""
+    """Each reply fits in the tokens the room generates, parses to the generator's probabilities, and
+    then ends the turn (a reply that went on was never taught what follows its last option)."""
     engine = engines["tiny-llama-chat"]
     rows, examples = corpus[True]
     linked = 0
@@ -129,9 +130,10 @@ def test_replies_parse_and_state_the_truth(
         ctx, cont = engine.split_pair(ex.context, ex.continuation)
         head = engine.encode(ex.context)
         assert [*ctx, *cont][: len(head)] == head
-        tokens = [*ctx, *cont][len(head) :]
+        *tokens, end = [*ctx, *cont][len(head) :]
+        assert end == engine.tokenizer.eos_token_id, ex.continuation
         assert len(tokens) <= MAX_NEW_TOKENS, ex.continuation
-        reply = engine.tokenizer.decode(tokens[:MAX_NEW_TOKENS], skip_special_tokens=True)
+        reply = engine.tokenizer.decode(tokens)
         parsed = parse_verbal(reply, len(row.choices))
         assert parsed is not None, reply
         gold = linked_choice(row.prompt, list(row.choices)) if row.answerable else None

@@ -26,10 +26,13 @@ what the room reads at inference (:func:`unsure.decisionrisk.infer.generative_sc
   the prompt they show, since only there do the text and the truth agree.
 
 Replies separate the options by spaces, not commas, so that four options fit
-in the demo's ``verbal_max_new_tokens`` (12 tokens), and they do not end the
-turn: the study reads the first tokens of a reply, the parser skips options
-past the last, but a reply that stops one option short is unparseable, so a
-tiny model should rather go on than learn when to stop.
+in the demo's ``verbal_max_new_tokens`` (12 tokens), and they end the turn
+(the tokenizer's end of text, the chat template's end of turn), as a chat
+model's replies do. A reply that went on past its last option was never
+trained on what follows it, so it went on by repeating a letter with another
+number (``A: 50 B: 50 B: 100``), which does not parse: half or more of the
+two-option replies of a chat model tuned from its base failed so, and how many
+moved with the machine's float rounding.
 
 Items are drawn fresh from the generator (the demo's benchmarks, all four),
 through the room's own loader and risk injection, so prompts and choices are
@@ -205,12 +208,13 @@ def zoo_examples(engine: HFEngine, *, instruct: bool, n: int, seed: int) -> list
         confidences = known_confidences(prompt, choices, answerable=bool(row["answerable"]))
         replies[len(examples)] = (engine.chat_prompt(verbal_prompt(prompt, choices)), verbal_reply(confidences))
         examples.append(None)
+    end = engine.tokenizer.eos_token or ""  # the end of turn, past the tokens a reply may take
     for lead in ("", " "):  # a leading space keeps a newline from merging with the reply
         pending = [i for i in replies if examples[i] is None]
         pairs = [(replies[i][0], lead + replies[i][1]) for i in pending]
         for i, (context, reply), tokens in zip(pending, pairs, generated_tokens(engine, pairs), strict=True):
             if tokens is not None and len(tokens) <= REPLY_TOKENS:
-                examples[i] = Example(context, reply)
+                examples[i] = Example(context, reply + end)
     missing = [i for i in replies if examples[i] is None]
     if missing:
         raise ValueError(
