@@ -53,6 +53,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import NEW_TOKENS, ModelFlops, Timed, acs_rows, sni_requests, timed  # bench/engine.py
 
-from unsure.engine import ContinuationRequest, WordSamples, WordSamplingRequest
+from unsure.engine import ContinuationRequest, NumericRequest, WordSamples, WordSamplingRequest
 from unsure.engine.hf import HFEngine
 from unsure.engine.words import first_word
 from unsure.generate.text import sentences
@@ -230,6 +231,18 @@ def word_samples(engine: HFEngine, contexts: Sequence[str], n: int) -> list[Word
     requests = [WordSamplingRequest(c, n=n, seed=i, max_new_tokens=NEW_TOKENS) for i, c in enumerate(contexts)]
     results: list[WordSamples] = engine.sample_words(requests)
     return results
+
+
+def decoding_share(engine: HFEngine, rows: pd.DataFrame) -> dict[str, float]:
+    """Seconds of numeric answers with 1 and with 2 greedy steps on the same prompts (steady calls), and the
+    second step's share: the decoding that a static KV cache with CUDA graphs could speed up. The first
+    step is the prompts' forward and a pick; the second feeds one token per row through the KV cache."""
+    prompts = [build_prompt(TASK, text, "numeric", 0, year=YEAR, protocol="paper") for text in rows["text"]]
+    seconds = {}
+    for steps in (1, 2):
+        requests = [NumericRequest(p, steps=steps) for p in prompts]
+        seconds[steps] = twice(engine, partial(engine.numeric, requests))[2].seconds
+    return {"one_step_s": seconds[1], "two_steps_s": seconds[2], "share": 1 - seconds[1] / seconds[2]}
 
 
 def twice(engine: HFEngine, run: Callable[[], Any]) -> tuple[Any, Timed, Timed]:
@@ -426,6 +439,8 @@ def bench_shape(shape: str, args: argparse.Namespace, device: torch.device, root
     with stage(f"{shape}: engine, numeric x2"):
         p_num, first, steady = twice(engine, lambda: numeric_scores(engine, inputs.numeric_rows))
         out["numeric"] = Workload("numeric", len(inputs.numeric_rows), first, steady)
+    with stage(f"{shape}: engine, numeric with 1 and 2 greedy steps"):
+        decoding = decoding_share(engine, inputs.numeric_rows)
 
     budgets: dict[str, float] = {}
     chosen = engine.token_budget
@@ -514,6 +529,7 @@ def bench_shape(shape: str, args: argparse.Namespace, device: torch.device, root
             for kind, w in out.items()
         },
         "budgets": budgets,
+        "decoding": decoding,
     }
 
 
@@ -573,6 +589,13 @@ def markdown(result: dict[str, Any]) -> str:
     for shape, rec in result["shapes"].items():
         cells = " | ".join(f"{result['mfu'][shape][k]:.1%}" for k in kinds)
         lines.append(f"| {shape} | {rec['parameters'] / 1e9:.3g}B | {cells} |")
+    shares = ", ".join(f"{shape} {rec['decoding']['share']:.0%}" for shape, rec in result["shapes"].items())
+    lines += [
+        "",
+        f"Decoding's share of numeric answers (steady; the same prompts with 1 and 2 greedy steps): {shares}. "
+        "The second step feeds one token per row through the KV cache: the most that a static KV cache with "
+        "CUDA graphs could take off numeric answers.",
+    ]
     lines += ["", f"Run: `{result['command']}` ({result['seconds']:.0f} s in all)."]
     return "\n".join(lines) + "\n"
 

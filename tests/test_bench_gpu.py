@@ -59,6 +59,9 @@ def test_gpu_bench_runs_end_to_end_on_a_cpu_with_the_tiny_shape(tokenizer: Path,
     assert lm_eval["rate"] > 0 and lm_eval["agreement"]["n"] == tiny["workloads"]["label_scores"]["agreement"]["n"]
     assert named["HF generate"]["rate"] > 0 and "chi-square p" in named["HF generate"]["note"]
     assert list(tiny["budgets"]) == ["4096"]
+    decoding = tiny["decoding"]  # numeric answers' second greedy step, what CUDA graphs could speed up
+    assert decoding["one_step_s"] > 0 and decoding["two_steps_s"] > 0, decoding
+    assert decoding["share"] == pytest.approx(1 - decoding["one_step_s"] / decoding["two_steps_s"])
 
     # bench/scale.py reads the record: the tiny shape's MFU per request kind, its device named
     sys.path.insert(0, str(REPO / "bench"))
@@ -75,3 +78,4 @@ def test_gpu_bench_runs_end_to_end_on_a_cpu_with_the_tiny_shape(tokenizer: Path,
         assert "%" in row, row  # MFU
         assert re.search(r"chi-square p" if what == "word sampling" else r"\de[+-]\d\d / ", row), row  # agreement
     assert "folktexts" in table and "lm-eval" in table and "HF generate" in table
+    assert "Decoding's share of numeric answers (steady; the same prompts with 1 and 2 greedy steps): tiny " in table
