@@ -645,6 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         print("bench/gpu.py: --device cuda, but torch sees no GPU", file=sys.stderr)
         return 2
+    gc.freeze()  # the imports out of the garbage collector's walks, as every rule job has them (unsure.logs.logged)
     started = time.perf_counter()
     args.peak, peak_what = matmul_peak(device)
     name = device_name(device)

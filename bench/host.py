@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -202,6 +203,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)  # the host's own work, not the model's, is what this measures
+    # The imports frozen out of the garbage collector, as every rule job has them (unsure.logs.logged):
+    # unfrozen, a full collection walks their millions of objects (about 0.3 s) wherever it falls.
+    gc.freeze()
     with tempfile.TemporaryDirectory() as tmp:
         path = build_model(Path(tmp), args.tokenizer)
         engine = HFEngine(str(path), device="cpu", dtype="float32", token_budget=args.budget)
