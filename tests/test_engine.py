@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from unsure.engine import ChoiceRequest, ContinuationRequest, NumericRequest, ReplyRequest
-from unsure.engine.forward import common_prefix_length
-from unsure.engine.hf import HFEngine
+from unsure.engine.forward import PackedResult, common_prefix_length
+from unsure.engine.hf import HFEngine, _continuation_scores
 
 CONTEXTS = [
     "The old baker was brave. They missed him inside. Jordan saw my",
@@ -366,3 +366,29 @@ def test_each_batch_is_laid_out_and_launched_before_the_previous_one_is_read(
     assert len(starts) >= 3
     for first, second in itertools.pairwise(starts):
         assert events.index(f"launch {second}") < events.index(f"read {first}")
+
+
+def test_continuation_summaries_cut_at_each_continuation_and_read_the_eos_apart() -> None:
+    """A request's continuations are summed together (at each one's start); with ``eos`` each one's last
+    token is the EOS, whose log-prob is read apart and whose greedy flag does not count."""
+    plain = _continuation_scores(
+        PackedResult(
+            [np.array([-1.0, -2.0]), np.array([-0.5]), np.array([-3.0, -0.25, -0.125])],
+            [np.array([True, True]), np.array([False]), np.array([True, False, True])],
+            np.empty(0),
+        ),
+        eos=False,
+    )
+    assert plain.logprob.tolist() == [-3.0, -0.5, -3.375] and plain.n_tokens.tolist() == [2, 1, 3]
+    assert plain.greedy.tolist() == [True, False, False] and plain.eos_logprob is None
+    ended = _continuation_scores(
+        PackedResult(
+            [np.array([-1.0, -2.0, -9.0]), np.array([-0.5, -8.0]), np.array([-3.0, -0.25, -0.125, -7.0])],
+            [np.array([True, True, False]), np.array([True, False]), np.array([True, True, False, True])],
+            np.empty(0),
+        ),
+        eos=True,
+    )
+    assert ended.logprob.tolist() == [-3.0, -0.5, -3.375] and ended.n_tokens.tolist() == [2, 1, 3]
+    assert ended.greedy.tolist() == [True, True, False]
+    assert ended.eos_logprob is not None and ended.eos_logprob.tolist() == [-9.0, -8.0, -7.0]

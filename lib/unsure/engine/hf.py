@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from unsure.config import Model
 from unsure.engine.decoding import SAMPLE_CHUNK, Decoder
-from unsure.engine.forward import Counters, Packed, Runner, shared_prefix_groups
+from unsure.engine.forward import Counters, Packed, PackedResult, Runner, shared_prefix_groups
 from unsure.engine.identity import local_device, require_local_folder
 from unsure.engine.pretrained import explained_loading, hub_source
 from unsure.engine.requests import (
@@ -246,26 +246,15 @@ class HFEngine:
         packed: list[Packed] = []
         for req in requests:
             pairs = [next(split) for _ in req.continuations]
-            contexts = {tuple(ctx) for ctx, _ in pairs}
-            if len(contexts) != 1:  # cannot happen for well-behaved tokenizers; stay exact if it does
+            context = pairs[0][0]
+            if any(ctx != context for ctx, _ in pairs):  # cannot happen for well-behaved tokenizers; stay exact
                 raise ValueError(
                     f"{self.model_id}: context {req.context[:60]!r} tokenises differently per continuation"
                 )
             tail = [self.codec.eos_id()] if req.eos else []
-            packed.append(Packed(pairs[0][0], [cont + tail for _, cont in pairs]))
+            packed.append(Packed(context, [cont + tail for _, cont in pairs]))
         results = self.runner.run_packed(packed)
-        out = []
-        for req, r in zip(requests, results, strict=True):
-            cut = -1 if req.eos else None
-            out.append(
-                ContinuationScores(
-                    logprob=np.array([lp[:cut].sum() for lp in r.token_logprobs]),
-                    n_tokens=np.array([len(lp[:cut]) for lp in r.token_logprobs], dtype=np.int64),
-                    greedy=np.array([bool(g[:cut].all()) for g in r.token_greedy]),
-                    eos_logprob=np.array([float(lp[-1]) for lp in r.token_logprobs]) if req.eos else None,
-                )
-            )
-        return out
+        return [_continuation_scores(r, eos=req.eos) for req, r in zip(requests, results, strict=True)]
 
     def choice_probs(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
         """Option probabilities after each prompt (see :class:`ChoiceRequest`).
@@ -399,6 +388,27 @@ def _pick_prefix(variants: dict[str, list[int | None]], prob: dict[int, float]) 
     if total <= 0:
         return ChoiceProbs(probs=np.full(len(probs), 1 / len(probs)), mass=0.0, prefix=best)
     return ChoiceProbs(probs=probs / total, mass=float(total), prefix=best)
+
+
+def _continuation_scores(result: PackedResult, *, eos: bool) -> ContinuationScores:
+    """One request's :class:`ContinuationScores` from its continuations' token log-probs and greedy flags,
+    summed over all its continuations at once (at each one's start), the EOS token read apart where scored."""
+    lengths = np.fromiter(map(len, result.token_logprobs), dtype=np.int64, count=len(result.token_logprobs))
+    logprobs, greedy = np.concatenate(result.token_logprobs), np.concatenate(result.token_greedy)
+    ends = np.cumsum(lengths)
+    eos_logprob = None
+    if eos:  # the EOS token is each continuation's last; its numbers are those without it
+        eos_logprob = logprobs[ends - 1]
+        kept = np.ones(len(logprobs), dtype=bool)
+        kept[ends - 1] = False
+        logprobs, greedy, lengths, ends = logprobs[kept], greedy[kept], lengths - 1, ends - np.arange(1, len(ends) + 1)
+    starts = ends - lengths
+    return ContinuationScores(
+        logprob=np.add.reduceat(logprobs, starts),
+        n_tokens=lengths,
+        greedy=np.logical_and.reduceat(greedy, starts),
+        eos_logprob=eos_logprob,
+    )
 
 
 def _grouped(requests: Sequence[_Q], key: Callable[[_Q], _K], run: Callable[[_K, list[_Q]], list[_R]]) -> list[_R]:
