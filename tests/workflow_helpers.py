@@ -71,9 +71,8 @@ def build_demo_zoo(root: Path) -> dict[str, Path]:
     texts = training_texts(seed=demo.seed, n_sentences=demo.corpus_sentences)
     # bases before their instruct variants, which start from the base's folder (as the rule's input)
     for name, spec in sorted(demo.models.items(), key=lambda item: item[1].base is not None):
-        trains_tokenizer = spec.architecture is not None
         base = root / spec.base if spec.base else None
-        build(name, spec, texts if trains_tokenizer else [], root / name, zoo_seed=demo.seed, base=base)
+        build(name, spec, texts if spec.trains_tokenizer else [], root / name, zoo_seed=demo.seed, base=base)
     return {name: root / name for name in demo.models}
 
 

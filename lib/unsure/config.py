@@ -206,6 +206,12 @@ class ZooModel(Strict):
     models run it (the shadow's served model learns the formats of the API requests it answers).
     ``None``: ``zoo.training``, on the studies that run a ``models:`` entry built from it."""
 
+    @property
+    def trains_tokenizer(self) -> bool:
+        """Whether building it trains a tokenizer on generated text (a real tokenizer folder or a base
+        model's tokenizer is kept)."""
+        return self.architecture is not None
+
     @model_validator(mode="after")
     def _one_source_and_consistent(self) -> ZooModel:
         if sum(x is not None for x in (self.architecture, self.tokenizer, self.base)) != 1:

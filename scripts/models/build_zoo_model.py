@@ -16,9 +16,7 @@ with logged(snakemake.log[0]) as log:
     p = snakemake.params
     name = snakemake.wildcards.name
     spec = ZooModel(**p.spec)
-    # tokenizer training text only where a tokenizer is trained (a real tokenizer folder or a base model's is kept)
-    trains_tokenizer = spec.architecture is not None
-    texts = training_texts(seed=p.zoo_seed, n_sentences=p.corpus_sentences) if trains_tokenizer else []
+    texts = training_texts(seed=p.zoo_seed, n_sentences=p.corpus_sentences) if spec.trains_tokenizer else []
     training = None if p.training is None else ZooTraining.model_validate(p.training)
     base = snakemake.input.base[0] if snakemake.input.base else None
     build(name, spec, texts, snakemake.output[0], zoo_seed=p.zoo_seed, training=training, studies=p.studies, base=base)

@@ -28,11 +28,11 @@ what the room reads at inference (:func:`unsure.decisionrisk.infer.generative_sc
 Replies separate the options by spaces, not commas, so that four options fit
 in the demo's ``verbal_max_new_tokens`` (12 tokens), and they end the turn
 (the tokenizer's end of text, where generation stops: the zoo's ChatML end of
-turn), as a chat model's replies do. A reply that went on past its last option was never
-trained on what follows it, so it went on by repeating a letter with another
-number (``A: 50 B: 50 B: 100``), which does not parse: half or more of the
-two-option replies of a chat model tuned from its base failed so, and how many
-moved with the machine's float rounding.
+turn), as a chat model's replies do. A reply that went on past its last option
+was never trained on what follows it, so it went on by repeating a letter with
+another number (``A: 50 B: 50 B: 100``), which does not parse: half or more of
+the two-option replies of a chat model tuned from its base failed so, and how
+many moved with the machine's float rounding.
 
 Items are drawn fresh from the generator (the demo's benchmarks, all four),
 through the room's own loader and risk injection, so prompts and choices are
