@@ -373,8 +373,9 @@ def test_continuation_summaries_cut_at_each_continuation_and_read_the_eos_apart(
     token is the EOS, whose log-prob is read apart and whose greedy flag does not count."""
     plain = _continuation_scores(
         PackedResult(
-            [np.array([-1.0, -2.0]), np.array([-0.5]), np.array([-3.0, -0.25, -0.125])],
-            [np.array([True, True]), np.array([False]), np.array([True, False, True])],
+            np.array([-1.0, -2.0, -0.5, -3.0, -0.25, -0.125]),
+            np.array([True, True, False, True, False, True]),
+            np.array([2, 1, 3]),
             np.empty(0),
         ),
         eos=False,
@@ -383,8 +384,9 @@ def test_continuation_summaries_cut_at_each_continuation_and_read_the_eos_apart(
     assert plain.greedy.tolist() == [True, False, False] and plain.eos_logprob is None
     ended = _continuation_scores(
         PackedResult(
-            [np.array([-1.0, -2.0, -9.0]), np.array([-0.5, -8.0]), np.array([-3.0, -0.25, -0.125, -7.0])],
-            [np.array([True, True, False]), np.array([True, False]), np.array([True, True, False, True])],
+            np.array([-1.0, -2.0, -9.0, -0.5, -8.0, -3.0, -0.25, -0.125, -7.0]),
+            np.array([True, True, False, True, False, True, True, False, True]),
+            np.array([3, 2, 4]),
             np.empty(0),
         ),
         eos=True,

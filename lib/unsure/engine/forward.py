@@ -67,12 +67,24 @@ class Packed:
 
 @dataclass
 class PackedResult:
-    """Per continuation its tokens' log-probs and greedy flags; log-probs of ``read_ids``
-    (one row per tail under ``read_tails``)."""
+    """The log-prob and greedy flag of every scored token, flat (continuation after continuation, as
+    one slice of the batch's results: a request's summaries need no per-continuation arrays), each
+    continuation's token count; log-probs of ``read_ids`` (one row per tail under ``read_tails``)."""
 
-    token_logprobs: list[npt.NDArray[np.float64]]
-    token_greedy: list[npt.NDArray[np.bool_]]
+    logprobs: npt.NDArray[np.float64]
+    greedy: npt.NDArray[np.bool_]
+    lengths: npt.NDArray[np.int64]
     read_logprobs: npt.NDArray[np.float64]
+
+    @property
+    def token_logprobs(self) -> list[npt.NDArray[np.float64]]:
+        """Per continuation its tokens' log-probs."""
+        return np.split(self.logprobs, np.cumsum(self.lengths)[:-1]) if len(self.lengths) else []
+
+    @property
+    def token_greedy(self) -> list[npt.NDArray[np.bool_]]:
+        """Per continuation its tokens' greedy flags."""
+        return np.split(self.greedy, np.cumsum(self.lengths)[:-1]) if len(self.lengths) else []
 
 
 @dataclass
@@ -442,23 +454,20 @@ class Plan:
         n = self.score_start[b] - self.score_start[a]
         token_lp, greedy_flags = out[:n], out[n : 2 * n] > 0
         reads = out[2 * n :].reshape(self.read_start[b] - self.read_start[a], self.read_ids.shape[1])
+        none = np.empty(0, dtype=np.int64)
+        score_start = (self.score_start[a : b + 1] - self.score_start[a]).tolist()
+        read_start = (self.read_start[a : b + 1] - self.read_start[a]).tolist()
+        seg_first, n_ids, tails = self.seg_first[a : b + 1].tolist(), self.n_ids[a:b].tolist(), self.tails[a:b].tolist()
         results = []
-        for k in range(a, b):
-            s0, s1 = self.score_start[k] - self.score_start[a], self.score_start[k + 1] - self.score_start[a]
-            mine = reads[self.read_start[k] - self.read_start[a] : self.read_start[k + 1] - self.read_start[a]]
-            mine = mine[:, : self.n_ids[k]]
-            lps: list[npt.NDArray[np.float64]] = []
-            flags: list[npt.NDArray[np.bool_]] = []
-            if self.tails[k]:
-                read = mine
-            else:
-                lengths = self.cont_lengths[self.seg_first[k] + 1 : self.seg_first[k + 1]]
-                if len(lengths):
-                    cuts = np.cumsum(lengths)[:-1]
-                    lps = np.split(token_lp[s0:s1], cuts)
-                    flags = np.split(greedy_flags[s0:s1], cuts)
-                read = mine[0] if len(mine) else np.empty(0)
-            results.append(PackedResult(lps, flags, read))
+        for k in range(b - a):
+            mine = reads[read_start[k] : read_start[k + 1], : n_ids[k]]
+            s = slice(score_start[k], score_start[k + 1])
+            if tails[k]:  # nothing scored: the reads after each tail
+                results.append(PackedResult(token_lp[s], greedy_flags[s], none, mine))
+                continue
+            lengths = self.cont_lengths[seg_first[k] + 1 : seg_first[k + 1]]
+            read = mine[0] if len(mine) else np.empty(0)
+            results.append(PackedResult(token_lp[s], greedy_flags[s], lengths, read))
         return results
 
 

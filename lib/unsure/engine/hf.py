@@ -393,8 +393,7 @@ def _pick_prefix(variants: dict[str, list[int | None]], prob: dict[int, float]) 
 def _continuation_scores(result: PackedResult, *, eos: bool) -> ContinuationScores:
     """One request's :class:`ContinuationScores` from its continuations' token log-probs and greedy flags,
     summed over all its continuations at once (at each one's start), the EOS token read apart where scored."""
-    lengths = np.fromiter(map(len, result.token_logprobs), dtype=np.int64, count=len(result.token_logprobs))
-    logprobs, greedy = np.concatenate(result.token_logprobs), np.concatenate(result.token_greedy)
+    lengths, logprobs, greedy = result.lengths, result.logprobs, result.greedy
     ends = np.cumsum(lengths)
     eos_logprob = None
     if eos:  # the EOS token is each continuation's last; its numbers are those without it
