@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from transformers import AutoConfig, AutoTokenizer
 
-from unsure.engine.tokens import PLAIN_CHAT_TEMPLATE, Codec, line_cuts_exact
+from unsure.engine.tokens import PLAIN_CHAT_TEMPLATE, Codec, last_line_start, line_cuts_exact, line_pieces
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tokenizers"
 FOLDERS = [
@@ -98,6 +98,15 @@ PIECES = ["\n", "\n\n", "\r\n", " ", "  ", "\t", "a", "Output", " label", "é", 
 def _random_texts(rng: np.random.Generator, n: int, most: int, extra: list[str]) -> list[str]:
     pieces = PIECES + extra
     return ["".join(rng.choice(pieces, size=rng.integers(1, most + 1))) for _ in range(n)]
+
+
+def test_a_texts_last_line_is_found_from_its_end_where_its_pieces_put_it() -> None:
+    """The last line's start, found backwards, is where :func:`line_pieces` cuts the last piece, for
+    texts of newlines, other whitespace (a no-break space, a line separator) and added tokens' first
+    characters."""
+    texts = [*_random_texts(np.random.default_rng(2), 3000, 10, ["<", "<eos>", "\u2028", "\n<"]), "", "\n", "x\n"]
+    for kept in ("", "<", "<["):
+        assert [last_line_start(t, kept) for t in texts] == [len(t) - len(line_pieces(t, kept)[-1]) for t in texts]
 
 
 def test_texts_tokenised_line_by_line_equal_the_tokenizers_own_ids(codec: Codec) -> None:

@@ -121,6 +121,17 @@ def _line_starts(kept: str) -> re.Pattern[str]:
     return re.compile(r"\n(?=[^\s" + re.escape(kept) + "])")
 
 
+def last_line_start(text: str, kept: str = "") -> int:
+    """Where the last of :func:`line_pieces` of ``text`` starts (0: it has one), found from the end."""
+    end = len(text)
+    while (cut := text.rfind("\n", 0, end)) >= 0:
+        after = text[cut + 1 : cut + 2]
+        if after and not after.isspace() and after not in kept:  # str.isspace is re's \s
+            return cut + 1
+        end = cut
+    return 0
+
+
 def family_bos(config: Any) -> int | None:
     """The BOS id a model was trained with first on every text: its config's
     ``bos_token_id`` where that is a token of its own. Where BOS is the EOS (GPT-2,
@@ -342,10 +353,14 @@ class Codec:
         if self._cuts_lines(False):
             cuts = {}  # each context's last line's start, where it has more than one
             for c in context_ids:
-                lines = line_pieces(c, self._added_starts)
-                if len(lines) > 1:
-                    cuts[c] = len(c) - len(lines[-1])
-            todo = [n for n, (c, k) in enumerate(pairs) if c in cuts and self._flag(c + k) is self._flag(c)]
+                if cut := last_line_start(c, self._added_starts):
+                    cuts[c] = cut
+            head = len(self._template_head())  # past it, more text cannot change whether a text is templated
+            todo = [
+                n
+                for n, (c, k) in enumerate(pairs)
+                if c in cuts and (len(c) >= head or self._flag(c + k) is self._flag(c))
+            ]
             texts = [ANCHOR, *(ANCHOR + c[cut:] for c, cut in cuts.items())]
             texts += [ANCHOR + c[cuts[c] :] + k for c, k in (pairs[n] for n in todo)]
             distinct = list(dict.fromkeys(texts))
