@@ -16,7 +16,8 @@ attention layout built from the host's segments, and the sampler's inverse CDF
 other processes on the machine do not count; the tokenizer's threads do), torch
 on one thread. Host time is the total less the model's; the tokenizer's share
 (its Rust core, spread over the host's cores on a larger machine) is given apart.
-Prints, per request kind, host µs per token run, and writes the table to ``--out``.
+Prints, per request kind, host µs per token run (the run of median host time among ``--repeats``,
+with the range over all), and writes the table to ``--out``.
 """
 
 from __future__ import annotations
@@ -139,22 +140,31 @@ class Host:
     tokenizer: float
     tokens: int
 
+    @property
+    def host(self) -> float:
+        return self.wall - self.device
+
     def per_token(self, seconds: float) -> float:
         return 1e6 * seconds / self.tokens
 
 
-def measure(engine: HFEngine, kind: str, run: Callable[[], object]) -> Host:
-    """The second of two runs (the first warms caches and the tokenizer's state)."""
+def measure(engine: HFEngine, kind: str, run: Callable[[], object], repeats: int) -> list[Host]:
+    """``repeats`` runs after a first (which warms caches and the tokenizer's state), in order."""
     run()
-    tokens = engine.counters.tokens
-    with clocks(engine) as (device, tokenizer):
-        start = time.process_time()
-        run()
-        wall = time.process_time() - start
-    return Host(kind, wall, device.seconds, tokenizer.seconds, engine.counters.tokens - tokens)
+    out = []
+    for _ in range(repeats):
+        tokens = engine.counters.tokens
+        with clocks(engine) as (device, tokenizer):
+            start = time.process_time()
+            run()
+            wall = time.process_time() - start
+        out.append(Host(kind, wall, device.seconds, tokenizer.seconds, engine.counters.tokens - tokens))
+    return out
 
 
-def workloads(engine: HFEngine, root: Path, rows: int, contexts: int, samples: int) -> list[Host]:
+def workloads(
+    engine: HFEngine, root: Path, rows: int, contexts: int, samples: int, repeats: int
+) -> list[list[Host]]:
     """The engine's four request kinds, on requests built beforehand (the studies' prompt
     building is not the engine's host work)."""
     task = FOLKTABLES["ACSIncome"]
@@ -170,25 +180,29 @@ def workloads(engine: HFEngine, root: Path, rows: int, contexts: int, samples: i
     prompts = [" ".join(s.split()[:6]) for s in sentences(8, seed=3)]
     draws = [WordSamplingRequest(p, n=samples, seed=i, max_new_tokens=NEW_TOKENS) for i, p in enumerate(prompts)]
     return [
-        measure(engine, "risk scores", lambda: engine.choice_probs(choices)),
-        measure(engine, "label scores", lambda: engine.continuation_scores(labels)),
-        measure(engine, "label scores, 8 prompts a task", lambda: engine.continuation_scores(shared)),
-        measure(engine, "numeric answers", lambda: engine.numeric(numeric)),
-        measure(engine, "word sampling", lambda: engine.sample_words(draws)),
+        measure(engine, "risk scores", lambda: engine.choice_probs(choices), repeats),
+        measure(engine, "label scores", lambda: engine.continuation_scores(labels), repeats),
+        measure(engine, "label scores, 8 prompts a task", lambda: engine.continuation_scores(shared), repeats),
+        measure(engine, "numeric answers", lambda: engine.numeric(numeric), repeats),
+        measure(engine, "word sampling", lambda: engine.sample_words(draws), repeats),
     ]
 
 
-def table(results: list[Host], budget: int) -> str:
+def table(results: list[list[Host]], budget: int) -> str:
+    """Per request kind, the run of median host time, and the range of host µs per token over all runs."""
+    runs = len(results[0])
     lines = [
         f"| request kind | tokens run | CPU s | model s | host s | of which tokenizer s "
-        f"| host µs/token | tokenizer µs/token | rest µs/token (budget {budget:,}) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| host µs/token | range over {runs} runs | tokenizer µs/token | rest µs/token (budget {budget:,}) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in results:
-        host = r.wall - r.device
+    for kind in results:
+        r = sorted(kind, key=lambda h: h.host)[(len(kind) - 1) // 2]
+        spread = [h.per_token(h.host) for h in kind]
         lines.append(
-            f"| {r.kind} | {r.tokens:,} | {r.wall:.3f} | {r.device:.3f} | {host:.3f} | {r.tokenizer:.3f} "
-            f"| {r.per_token(host):.2f} | {r.per_token(r.tokenizer):.2f} | {r.per_token(host - r.tokenizer):.2f} |"
+            f"| {r.kind} | {r.tokens:,} | {r.wall:.3f} | {r.device:.3f} | {r.host:.3f} | {r.tokenizer:.3f} "
+            f"| {r.per_token(r.host):.2f} | {min(spread):.2f}-{max(spread):.2f} | {r.per_token(r.tokenizer):.2f} "
+            f"| {r.per_token(r.host - r.tokenizer):.2f} |"
         )
     return "\n".join(lines)
 
@@ -200,6 +214,7 @@ def main() -> None:
     parser.add_argument("--contexts", type=int, default=128, help="SNI-style label prompts")
     parser.add_argument("--samples", type=int, default=1000, help="word samples per context (8 contexts)")
     parser.add_argument("--budget", type=int, default=16_384, help="token budget (a GPU's by default)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per request kind, after a first")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)  # the host's own work, not the model's, is what this measures
@@ -209,7 +224,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = build_model(Path(tmp), args.tokenizer)
         engine = HFEngine(str(path), device="cpu", dtype="float32", token_budget=args.budget)
-        results = workloads(engine, Path(tmp), args.rows, args.contexts, args.samples)
+        results = workloads(engine, Path(tmp), args.rows, args.contexts, args.samples, args.repeats)
     text = table(results, args.budget)
     print(text)
     if args.out:
