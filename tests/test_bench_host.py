@@ -26,7 +26,13 @@ def test_host_bench_times_every_request_kind_over_its_runs(tmp_path: Path) -> No
     header, _, *rows = out.read_text().splitlines()
     assert "range over 3 runs" in header
     kinds = [row.split("|")[1].strip() for row in rows]
-    assert kinds == ["risk scores", "label scores", "label scores, 8 prompts a task", "numeric answers", "word sampling"]
+    assert kinds == [
+        "risk scores",
+        "label scores",
+        "label scores, 8 prompts a task",
+        "numeric answers",
+        "word sampling",
+    ]
     for row in rows:
         cells = [c.strip() for c in row.split("|")[2:-1]]
         tokens, cpu, model, host = int(cells[0].replace(",", "")), *map(float, cells[1:4])
