@@ -162,9 +162,7 @@ def measure(engine: HFEngine, kind: str, run: Callable[[], object], repeats: int
     return out
 
 
-def workloads(
-    engine: HFEngine, root: Path, rows: int, contexts: int, samples: int, repeats: int
-) -> list[list[Host]]:
+def workloads(engine: HFEngine, root: Path, rows: int, contexts: int, samples: int, repeats: int) -> list[list[Host]]:
     """The engine's four request kinds, on requests built beforehand (the studies' prompt
     building is not the engine's host work)."""
     task = FOLKTABLES["ACSIncome"]
