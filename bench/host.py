@@ -222,6 +222,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = build_model(Path(tmp), args.tokenizer)
         engine = HFEngine(str(path), device="cpu", dtype="float32", token_budget=args.budget)
+        engine.runner.wave_tokens = forward.wave_tokens(torch.device("cuda"), args.budget)  # as on a GPU
         results = workloads(engine, Path(tmp), args.rows, args.contexts, args.samples, args.repeats)
     text = table(results, args.budget)
     print(text)

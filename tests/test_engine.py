@@ -352,11 +352,11 @@ def test_each_batch_is_laid_out_and_launched_before_the_previous_one_is_read(
     launch, fill = forward.Runner._launch, forward.Plan.results
 
     def spy_launch(self: forward.Runner, plan: forward.Plan, a: int, b: int) -> object:
-        events.append(f"launch {a}")
+        events.append(f"launch {id(plan)}:{a}")  # a batch: its plan (one per wave) and first item
         return launch(self, plan, a, b)
 
     def spy_fill(self: forward.Plan, done: forward._Launched) -> object:
-        events.append(f"read {done.a}")
+        events.append(f"read {id(self)}:{done.a}")
         return fill(self, done)
 
     monkeypatch.setattr(forward.Runner, "_launch", spy_launch)
@@ -366,6 +366,43 @@ def test_each_batch_is_laid_out_and_launched_before_the_previous_one_is_read(
     assert len(starts) >= 3
     for first, second in itertools.pairwise(starts):
         assert events.index(f"launch {second}") < events.index(f"read {first}")
+
+
+def test_each_wave_of_label_requests_is_tokenised_before_the_last_batch_of_the_wave_before_is_read(
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU a call's requests are tokenised in waves of about two token budgets: the host tokenises
+    wave k + 1 while the device runs the last batch of wave k, which is read after. The numbers are those
+    of fresh forward passes."""
+    from unsure.engine import forward, tokens
+
+    engine = HFEngine(str(tiny_models["llama"]), token_budget=64)
+    assert engine.runner.wave_tokens is None  # on a CPU, one wave: the host is the device
+    engine.runner.wave_tokens = 2 * engine.runner.token_budget  # as on a GPU
+    events: list[tuple[str, int]] = []
+    split, fill = tokens.Codec.split_pairs, forward.Plan.results
+
+    def spy_split(self: tokens.Codec, pairs: list[tuple[str, str]]) -> object:
+        events.append(("tokenise", 0))
+        return split(self, pairs)
+
+    def spy_fill(self: forward.Plan, done: forward._Launched) -> object:
+        events.append(("read", id(self)))
+        return fill(self, done)
+
+    monkeypatch.setattr(tokens.Codec, "split_pairs", spy_split)
+    monkeypatch.setattr(forward.Plan, "results", spy_fill)
+    got = engine.continuation_scores(REQUESTS * 2)
+    waves = [n for n, (kind, _) in enumerate(events) if kind == "tokenise"]
+    plans = list(dict.fromkeys(plan for kind, plan in events if kind == "read"))
+    assert len(waves) == len(plans) >= 3
+    for k in range(1, len(plans)):
+        last_read = max(n for n, (kind, plan) in enumerate(events) if kind == "read" and plan == plans[k - 1])
+        assert waves[k] < last_read
+    monkeypatch.undo()
+    for req, res in zip(REQUESTS * 2, got, strict=True):
+        for cont, lp in zip(req.continuations, res.logprob, strict=True):
+            assert lp == pytest.approx(fresh_logprob(engine, req.context, cont), abs=1e-5)
 
 
 def test_continuation_summaries_cut_at_each_continuation_and_read_the_eos_apart() -> None:

@@ -60,6 +60,7 @@ def real(path: Path, requests: list[Any], **kwargs: Any) -> tuple[HFEngine, Coun
 
 
 def planned(engine: HFEngine, requests: list[Any], **kwargs: Any) -> Counters:
+    kwargs = {"device": "cpu", **kwargs}  # the real runs here are on the CPU
     return plan_counters(requests, engine.tokenizer, config=engine.model.config, token_budget=256,
                          vocab_size=engine.runner.vocab_size, **kwargs)  # fmt: skip
 
@@ -81,12 +82,25 @@ def test_all_kinds_in_one_plan_and_the_default_config(tiny_models: dict[str, Pat
     engine, counters = real(tiny_models["llama"], everything)
     assert work(planned(engine, everything)) == work(counters)
     # the tokenizer's BOS and EOS are the zoo model's: no config needed
-    alone = plan_counters(everything, engine.tokenizer, token_budget=256, vocab_size=engine.runner.vocab_size)
+    alone = plan_counters(
+        everything, engine.tokenizer, token_budget=256, vocab_size=engine.runner.vocab_size, device="cpu"
+    )
     assert work(alone) == work(counters)
     # the shared prefix of the option orders and the shared opening of a batch are counted once
     both = KINDS["choices, both orders"]
     tokens = sum(len(engine.encode(r.prompt)) for r in both)
     assert plan_counters(both, engine.tokenizer).tokens < tokens * 0.6
+
+
+def test_a_gpu_runs_planned_label_requests_in_the_waves_it_tokenises_them_in(tiny_models: dict[str, Path]) -> None:
+    """A GPU engine tokenises a call's label requests in waves of two token budgets, each wave its own
+    batches: the plan for a GPU counts those batches, as the engine does."""
+    requests = KINDS["labels with EOS"] * 4
+    engine = HFEngine(str(tiny_models["llama"]), token_budget=256)
+    engine.runner.wave_tokens = 2 * engine.runner.token_budget  # as on a GPU
+    engine.continuation_scores(requests)
+    assert work(planned(engine, requests, device="cuda")) == work(engine.counters)
+    assert work(planned(engine, requests)) != work(engine.counters)  # one wave, as on a CPU: other batches
 
 
 def test_replies_at_their_full_length(tiny_models: dict[str, Path]) -> None:

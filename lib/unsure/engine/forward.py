@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -118,6 +119,7 @@ class Runner:
         self.token_budget = token_budget or (GPU_TOKEN_BUDGET if self.device.type == "cuda" else CPU_TOKEN_BUDGET)
         self.max_batch_size = max_batch_size
         self.pad_id = pad_id
+        self.wave_tokens = wave_tokens(self.device, self.token_budget)
         self.counters = Counters()
         self._buffer: torch.Tensor | None = None
 
@@ -162,17 +164,33 @@ class Runner:
         it pending, ``read`` waits for it and gives its results. A batch is read only after the
         next one is launched, so on a GPU the host prepares batch ``k + 1`` while the device runs
         batch ``k``, and the read is the one wait per batch."""
-        results: dict[int, _R] = {}
-        order = sorted(range(len(items)), key=lambda i: -lengths[i])
-        pending: list[tuple[list[int], _P]] = []
-        for batch in self._batches(order, lengths, cap):
-            launched = self._launch_halving(launch, items, batch)
-            for done, out in pending:
-                results.update(zip(done, read(out), strict=True))
-            pending = launched
-        for done, out in pending:
-            results.update(zip(done, read(out), strict=True))
-        return [results[i] for i in range(len(items))]
+        (out,) = self.pipelined_waves([(items, lengths, launch, read)], cap=cap)
+        return out
+
+    def pipelined_waves(
+        self,
+        waves: Iterable[tuple[Sequence[_T], Sequence[int], Callable[[list[_T]], _P], Callable[[_P], list[_R]]]],
+        *,
+        cap: int | None = None,
+    ) -> list[list[_R]]:
+        """:meth:`pipelined` of each wave (items, lengths, launch, read), as one stream of batches: the
+        next wave is taken from ``waves`` after the last batch of this one is launched and before it is
+        read, so a generator that prepares a wave when asked (tokenises its requests) does so while
+        the device runs the wave before. Results per wave, in its items' order."""
+        waves_out: list[tuple[dict[int, _R], int]] = []
+        pending: list[tuple[dict[int, _R], list[int], Callable[[_P], list[_R]], _P]] = []
+        for items, lengths, launch, read in waves:
+            results: dict[int, _R] = {}
+            waves_out.append((results, len(items)))
+            order = sorted(range(len(items)), key=lambda i: -lengths[i])
+            for batch in self._batches(order, lengths, cap):
+                launched = self._launch_halving(launch, items, batch)
+                for into, done, reader, out in pending:
+                    into.update(zip(done, reader(out), strict=True))
+                pending = [(results, done, read, out) for done, out in launched]
+        for into, done, reader, out in pending:
+            into.update(zip(done, reader(out), strict=True))
+        return [[results[i] for i in range(n)] for results, n in waves_out]
 
     def _batches(self, order: list[int], lengths: Sequence[int], cap: int | None = None) -> Iterator[list[int]]:
         """Consecutive runs of ``order`` whose padded size (longest times count) fits the token
@@ -208,28 +226,46 @@ class Runner:
     # ------------------------------------------------------------------ packed forward
 
     def run_packed(self, items: Sequence[Packed]) -> list[PackedResult]:
-        """Score packed sequences in token-budget batches of similar length.
+        """Score packed sequences in token-budget batches of similar length (one wave of
+        :meth:`run_packed_waves`)."""
+        (out,) = self.run_packed_waves([items])
+        return out
 
-        The sequences are laid out once as flat host arrays (:class:`Plan`), longest first; a
+    def run_packed_waves(self, waves: Iterable[Sequence[Packed]]) -> list[list[PackedResult]]:
+        """Score each wave of packed sequences in token-budget batches of similar length, the waves
+        as one stream of batches (:meth:`pipelined_waves`: a generator's next wave is made while the
+        device runs this one's last batch).
+
+        A wave's sequences are laid out once as flat host arrays (:class:`Plan`), longest first; a
         batch is a slice of them, launched and read as :meth:`pipelined` says.
         """
-        if not items:
-            return []
         start = time.perf_counter()
-        order = sorted(range(len(items)), key=lambda i: -items[i].length)
-        plan = Plan([items[i] for i in order])
-        spans = list(range(len(order)))  # the plan's items, already longest first: batches are slices
-        results = self.pipelined(
-            spans,
-            np.diff(plan.item_start).tolist(),
-            lambda batch: self._launch(plan, batch[0], batch[-1] + 1),
-            lambda launched: plan.results(launched),
-        )
+        orders: list[list[int]] = []
+
+        def laid_out() -> Iterator[tuple[list[int], list[int], Callable[[list[int]], _Launched], Any]]:
+            for items in waves:
+                order = sorted(range(len(items)), key=lambda i: -items[i].length)
+                orders.append(order)
+                if not items:  # its results: none
+                    continue
+                plan = Plan([items[i] for i in order])
+                spans = list(range(len(order)))  # the plan's items, already longest first: batches are slices
+                yield spans, np.diff(plan.item_start).tolist(), partial(self._launch_span, plan), plan.results
+
+        waves_out = iter(self.pipelined_waves(laid_out()))
         self.counters.seconds += time.perf_counter() - start
-        out: list[PackedResult] = [results[0]] * len(items)
-        for k, i in enumerate(order):
-            out[i] = results[k]
+        out: list[list[PackedResult]] = []
+        for order in orders:
+            results = next(waves_out) if order else []
+            wave = list(results)
+            for k, i in enumerate(order):
+                wave[i] = results[k]
+            out.append(wave)
         return out
+
+    def _launch_span(self, plan: Plan, batch: list[int]) -> _Launched:
+        """Launch plan items ``batch`` (consecutive)."""
+        return self._launch(plan, batch[0], batch[-1] + 1)
 
     def _launch(self, plan: Plan, a: int, b: int) -> _Launched:
         """Lay out plan items ``a:b`` on the host, send them, and queue the model's work on them;
@@ -341,6 +377,14 @@ class Runner:
         self.counters.add(work)
         if start is not None:
             self.counters.seconds += time.perf_counter() - start
+
+
+def wave_tokens(device: torch.device, token_budget: int) -> int | None:
+    """About how many tokens of a call's requests to tokenise at a time, while the device runs the
+    ones before (:meth:`Runner.run_packed_waves`): on a GPU two token budgets, whose tokenising takes
+    less host time than a batch takes the device. ``None`` (one wave) on a CPU, where the host is the
+    device: the lines the call's requests repeat are then tokenised once."""
+    return 2 * token_budget if device.type == "cuda" else None
 
 
 def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -242,19 +242,28 @@ class HFEngine:
         for req in requests:
             if not req.continuations:
                 raise ValueError(f"continuation request with no continuations (context {req.context[:60]!r})")
-        split = iter(self.codec.split_pairs([(req.context, c) for req in requests for c in req.continuations]))
-        packed: list[Packed] = []
-        for req in requests:
-            pairs = [next(split) for _ in req.continuations]
-            context = pairs[0][0]
-            if any(ctx != context for ctx, _ in pairs):  # cannot happen for well-behaved tokenizers; stay exact
-                raise ValueError(
-                    f"{self.model_id}: context {req.context[:60]!r} tokenises differently per continuation"
-                )
-            tail = [self.codec.eos_id()] if req.eos else []
-            packed.append(Packed(context, [cont + tail for _, cont in pairs]))
-        results = self.runner.run_packed(packed)
+        waves = self.runner.run_packed_waves(self._packed_waves(requests))
+        results = [r for wave in waves for r in wave]
         return [_continuation_scores(r, eos=req.eos) for req, r in zip(requests, results, strict=True)]
+
+    def _packed_waves(self, requests: Sequence[ContinuationRequest]) -> Iterator[list[Packed]]:
+        """The requests' packed sequences in waves (:attr:`Runner.wave_tokens`), each tokenised when the
+        runner asks for it: on a GPU, while the device runs the wave before (:meth:`Runner.run_packed_waves`)."""
+        chars = [len(r.context) + sum(map(len, r.continuations)) for r in requests]
+        for wave in text_waves(chars, self.runner.wave_tokens):
+            part = [requests[i] for i in wave]
+            split = iter(self.codec.split_pairs([(req.context, c) for req in part for c in req.continuations]))
+            packed: list[Packed] = []
+            for req in part:
+                pairs = [next(split) for _ in req.continuations]
+                context = pairs[0][0]
+                if any(ctx != context for ctx, _ in pairs):  # cannot happen for well-behaved tokenizers; stay exact
+                    raise ValueError(
+                        f"{self.model_id}: context {req.context[:60]!r} tokenises differently per continuation"
+                    )
+                tail = [self.codec.eos_id()] if req.eos else []
+                packed.append(Packed(context, [cont + tail for _, cont in pairs]))
+            yield packed
 
     def choice_probs(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceProbs]:
         """Option probabilities after each prompt (see :class:`ChoiceRequest`).
@@ -408,6 +417,28 @@ def _continuation_scores(result: PackedResult, *, eos: bool) -> ContinuationScor
         greedy=np.logical_and.reduceat(greedy, starts),
         eos_logprob=eos_logprob,
     )
+
+
+CHARS_PER_TOKEN = 4
+"""About how many characters of text make a token (4.2 on the SNI-style label prompts with Llama-3's
+tokenizer): enough to cut requests into waves of about the tokens asked for."""
+
+
+def text_waves(chars: Sequence[int], tokens: int | None) -> Iterator[range]:
+    """Consecutive runs of requests of about ``tokens`` tokens each, by their texts' ``chars``
+    (``None``: one run)."""
+    if tokens is None:
+        yield range(len(chars))
+        return
+    most = tokens * CHARS_PER_TOKEN
+    start, total = 0, 0
+    for i, n in enumerate(chars):
+        if total and total + n > most:
+            yield range(start, i)
+            start, total = i, 0
+        total += n
+    if start < len(chars):
+        yield range(start, len(chars))
 
 
 def _grouped(requests: Sequence[_Q], key: Callable[[_Q], _K], run: Callable[[_K, list[_Q]], list[_R]]) -> list[_R]:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from unsure.engine.decoding import Decoder, SampleGroup, context_work, greedy_work, reply_work, step_work
-from unsure.engine.forward import GPU_TOKEN_BUDGET, Counters, Plan, Runner, _Launched
+from unsure.engine.forward import GPU_TOKEN_BUDGET, Counters, Plan, Runner, _Launched, wave_tokens
 from unsure.engine.hf import HFEngine
 from unsure.engine.requests import (
     ChoiceRequest,
@@ -71,6 +71,7 @@ def plan_counters(
     vocab_size: int | None = None,
     reply_tokens: int | None = None,
     sample_tokens: int | None = None,
+    device: str = "cuda",
 ) -> Counters:
     """The :class:`Counters` (all but ``seconds``) a Hugging Face engine with this tokenizer
     records answering ``requests``: each kind in one call, in the order of its first request,
@@ -79,7 +80,8 @@ def plan_counters(
     ``config`` is the model's (its BOS rule; default: the tokenizer's BOS and EOS);
     ``token_budget`` and ``max_batch_size`` the engine's (default: a GPU run's);
     ``vocab_size`` the model's output rows (default the tokenizer's length), which caps a
-    sampling batch.
+    sampling batch; ``device`` the run's (a GPU's by default: it tokenises a call's label requests
+    in waves, :func:`~unsure.engine.forward.wave_tokens`).
     """
     kinds: dict[type, list[Request]] = {}
     for req in requests:
@@ -93,6 +95,7 @@ def plan_counters(
     engine.tally = Tally(log)
     engine.codec = Codec(tokenizer, config, model_id=engine.model_id, add_special_tokens=add_special_tokens)
     runner = CountingRunner(token_budget, max_batch_size, engine.codec.pad_id, vocab_size or len(tokenizer))
+    runner.wave_tokens = wave_tokens(torch.device(device), token_budget)
     engine.runner = runner
     engine.decoder = CountingDecoder(runner, engine.codec, reply_tokens=reply_tokens, sample_tokens=sample_tokens)
     for kind, mine in kinds.items():
