@@ -94,8 +94,9 @@ def plan_counters(
     engine.model_id = str(getattr(tokenizer, "name_or_path", "") or "planned")
     engine.tally = Tally(log)
     engine.codec = Codec(tokenizer, config, model_id=engine.model_id, add_special_tokens=add_special_tokens)
-    runner = CountingRunner(token_budget, max_batch_size, engine.codec.pad_id, vocab_size or len(tokenizer))
-    runner.wave_tokens = wave_tokens(torch.device(device), token_budget)
+    runner = CountingRunner(
+        token_budget, max_batch_size, engine.codec.pad_id, vocab_size or len(tokenizer), torch.device(device)
+    )
     engine.runner = runner
     engine.decoder = CountingDecoder(runner, engine.codec, reply_tokens=reply_tokens, sample_tokens=sample_tokens)
     for kind, mine in kinds.items():
@@ -107,11 +108,14 @@ class CountingRunner(Runner):
     """A :class:`Runner` without a model: batches, lays out and counts each packed batch as the
     engine does, and returns zeros for its log-probs."""
 
-    def __init__(self, token_budget: int, max_batch_size: int, pad_id: int, vocab_size: int) -> None:
+    def __init__(
+        self, token_budget: int, max_batch_size: int, pad_id: int, vocab_size: int, planned_for: torch.device
+    ) -> None:
         self.device = torch.device("cpu")
         self.token_budget = token_budget
         self.max_batch_size = max_batch_size
         self.pad_id = pad_id
+        self.wave_tokens = wave_tokens(planned_for, token_budget)  # the planned run's waves, not this CPU's
         self.counters = Counters()
         self._vocab_size = vocab_size
 
